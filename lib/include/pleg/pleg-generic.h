@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The Generic PLEG: the only writer of pod state (KEP-3386, "Proposal").
+ *
+ * It relists every pod each period over the runtime interface, keeps pod records and the pod
+ * cache, emits PodLifecycleEvents to subscribers and reports health.  RequestRelist queues a
+ * targeted relist of one pod; one dispatcher thread serves shutdown, then a due global relist,
+ * then one pod request (KEP-3386, "Design Details").
+ */
+#pragma once
+
+#include <gio/gio.h>
+#include <pleg/pleg-metrics.h>
+#include <pleg/pleg-runtime.h>
+#include <pleg/pleg-types.h>
+
+G_BEGIN_DECLS
+
+/* kubelet's constants (pkg/kubelet/pleg). */
+#define PLEG_DEFAULT_RELIST_PERIOD_USEC (1 * G_USEC_PER_SEC)
+#define PLEG_DEFAULT_RELIST_THRESHOLD_USEC (3 * 60 * G_USEC_PER_SEC)
+#define PLEG_DEFAULT_EVENT_CHANNEL_CAPACITY 1000
+#define PLEG_DEFAULT_RELIST_QUEUE_CAPACITY 200
+
+/**
+ * PlegPodLifecycleEventType:
+ * @PLEG_CONTAINER_STARTED: a container (or sandbox) is now running.
+ * @PLEG_CONTAINER_DIED: a container (or sandbox) exited, or vanished without being seen exited.
+ * @PLEG_CONTAINER_REMOVED: a container (or sandbox) no longer exists.
+ * @PLEG_POD_SYNC: a pod whose inspection failed earlier was inspected again with no change.
+ * @PLEG_CONTAINER_CHANGED: a container moved to the unknown state; generated, never delivered.
+ *
+ * kubelet's PodLifecycleEventType names, returned by pleg_pod_lifecycle_event_type_to_string().
+ */
+typedef enum {
+    PLEG_CONTAINER_STARTED,
+    PLEG_CONTAINER_DIED,
+    PLEG_CONTAINER_REMOVED,
+    PLEG_POD_SYNC,
+    PLEG_CONTAINER_CHANGED,
+} PlegPodLifecycleEventType;
+
+const char *pleg_pod_lifecycle_event_type_to_string(PlegPodLifecycleEventType type);
+
+/**
+ * PlegRelistSource:
+ *
+ * Why a relist ran; the `relist_source` label of kubelet_pleg_events_total (KEP-3386).
+ */
+typedef enum {
+    PLEG_RELIST_SOURCE_GLOBAL,
+    PLEG_RELIST_SOURCE_EVENTED_PLEG,
+    PLEG_RELIST_SOURCE_POST_SYNC,
+    PLEG_RELIST_SOURCE_POST_ALLOCATION,
+    PLEG_RELIST_SOURCE_N,
+} PlegRelistSource;
+
+/** Returns "global", "evented_pleg", "post_sync" or "post_allocation". */
+const char *pleg_relist_source_to_string(PlegRelistSource source);
+
+/**
+ * PlegPodLifecycleEvent:
+ * @pod_uid: the pod's UID.
+ * @type: what happened.
+ * @container_id: the container (or sandbox) id; %NULL for %PLEG_POD_SYNC.
+ * @relist_source: which relist found the change.
+ * @time_ns: Unix time in nanoseconds at which the event was generated.
+ * @has_exit: for %PLEG_CONTAINER_DIED, whether the pod cache knew the container's exit;
+ *   then @exit_code, @reason and @finished_at_ns are set from its CRI ContainerStatus.
+ *
+ * Immutable and reference counted: subscribers may keep it on any thread.
+ */
+typedef struct {
+    char *pod_uid;
+    PlegPodLifecycleEventType type;
+    char *container_id;
+    PlegRelistSource relist_source;
+    gint64 time_ns;
+    gboolean has_exit;
+    gint32 exit_code;
+    char *reason;
+    gint64 finished_at_ns;
+} PlegPodLifecycleEvent;
+
+PlegPodLifecycleEvent *pleg_pod_lifecycle_event_ref(PlegPodLifecycleEvent *event);
+void pleg_pod_lifecycle_event_unref(PlegPodLifecycleEvent *event);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegPodLifecycleEvent, pleg_pod_lifecycle_event_unref)
+
+/**
+ * PlegEventChannel:
+ *
+ * A subscriber's bounded channel of PodLifecycleEvents.  The PLEG never blocks on it: when it
+ * is full the event is not delivered now, counted in kubelet_pleg_discard_events, and delivered
+ * by a later relist that finds the transition again (libpleg goes beyond kubelet here: no
+ * transition is lost, and none already delivered is repeated).
+ */
+typedef struct _PlegEventChannel PlegEventChannel;
+
+/**
+ * pleg_event_channel_pop:
+ * @channel: the channel.
+ * @timeout_usec: how long to wait: 0 does not wait, -1 waits until an event or close.
+ *
+ * Thread safety: any thread; one consumer at a time is expected.
+ *
+ * Returns: (transfer full) (nullable): the oldest event, or %NULL on timeout or when the
+ *   channel was closed (by pleg_generic_unsubscribe() or pleg_generic_free()) and is empty.
+ */
+PlegPodLifecycleEvent *pleg_event_channel_pop(PlegEventChannel *channel, gint64 timeout_usec);
+
+/** Returns: the number of events waiting. */
+guint pleg_event_channel_get_length(PlegEventChannel *channel);
+
+/**
+ * PlegEventFunc:
+ * @event: (transfer none): the event.
+ * @user_data: as given to pleg_event_channel_attach().
+ */
+typedef void (*PlegEventFunc)(PlegPodLifecycleEvent *event, gpointer user_data);
+
+/**
+ * pleg_event_channel_attach:
+ * @channel: the channel.
+ * @context: (nullable): where @func runs; %NULL means the thread-default main context of the
+ *   caller.
+ * @func: called once per event, in order, in @context.
+ *
+ * Drains the channel into @func from a #GSource attached to @context.
+ *
+ * Returns: (transfer full): the source; destroy it to stop.  The channel must outlive it.
+ */
+GSource *pleg_event_channel_attach(PlegEventChannel *channel, GMainContext *context,
+                                   PlegEventFunc func, gpointer user_data,
+                                   GDestroyNotify destroy);
+
+/**
+ * PlegPodCache:
+ *
+ * kubelet's pod cache: for each pod the newest status or inspection error and when it was
+ * written, plus a global timestamp, the start time of the last global relist whose results are
+ * all in the cache.  Written only by the Generic PLEG; read from any thread.
+ */
+typedef struct _PlegPodCache PlegPodCache;
+
+/**
+ * pleg_pod_cache_get:
+ * @cache: the cache.
+ * @pod_uid: the pod.
+ * @ret_status: (out) (transfer full) (optional) (nullable): the status, %NULL when the last
+ *   inspection failed.
+ * @ret_error: (out) (transfer full) (optional) (nullable): the inspection error, or %NULL.
+ * @ret_modified_ns: (out) (optional): Unix ns when the entry was written.
+ *
+ * Returns: %TRUE when the cache has an entry for @pod_uid; outputs are untouched otherwise.
+ */
+gboolean pleg_pod_cache_get(PlegPodCache *cache, const char *pod_uid, PlegPodStatus **ret_status,
+                            GError **ret_error, gint64 *ret_modified_ns);
+
+/** Returns: Unix ns of the global timestamp, 0 before the first global relist. */
+gint64 pleg_pod_cache_get_global_timestamp(PlegPodCache *cache);
+
+/** Returns: number of pods with an entry. */
+guint pleg_pod_cache_get_size(PlegPodCache *cache);
+
+/**
+ * PlegClockFunc:
+ *
+ * Returns the current Unix time in nanoseconds.  Tests inject a fake to drive health.
+ */
+typedef gint64 (*PlegClockFunc)(gpointer user_data);
+
+/**
+ * PlegGenericConfig:
+ * @relist_period_usec: time between the end of one global relist and the start of the next
+ *   (kubelet: 1 s).
+ * @relist_threshold_usec: PLEG health threshold (kubelet: 3 min).
+ * @relist_queue_capacity: capacity of the RequestRelist queue (200).
+ * @clock: (nullable): wall clock used for timestamps and health; %NULL is the real clock.
+ * @clock_data: passed to @clock.
+ *
+ * Initialise with pleg_generic_config_init() and change what you need.
+ */
+typedef struct {
+    gint64 relist_period_usec;
+    gint64 relist_threshold_usec;
+    guint relist_queue_capacity;
+    PlegClockFunc clock;
+    gpointer clock_data;
+    /*< private >*/
+    gpointer reserved[8];
+} PlegGenericConfig;
+
+void pleg_generic_config_init(PlegGenericConfig *config);
+
+typedef struct _PlegGeneric PlegGeneric;
+
+/**
+ * pleg_generic_new:
+ * @runtime: (transfer none): the runtime to read; a reference is taken.
+ * @config: (nullable): configuration, copied; %NULL means defaults.
+ * @metrics: (nullable) (transfer none): registry in which kubelet's PLEG metrics are registered;
+ *   a reference is taken.  %NULL creates a private registry.
+ *
+ * Creates the PLEG without starting it: pleg_generic_relist() and pleg_generic_relist_pod()
+ * may be driven by hand (as tests do) or pleg_generic_start() runs the dispatcher.
+ *
+ * Returns: (transfer full): the PLEG.
+ */
+PlegGeneric *pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
+                              PlegMetricsRegistry *metrics);
+
+/**
+ * pleg_generic_free:
+ *
+ * Stops the dispatcher if running, closes every channel and frees the PLEG.  NULL-safe.
+ */
+void pleg_generic_free(PlegGeneric *pleg);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegGeneric, pleg_generic_free)
+
+/**
+ * pleg_generic_start:
+ *
+ * Starts the dispatcher thread; the first global relist runs at once.  Idempotent.
+ */
+void pleg_generic_start(PlegGeneric *pleg);
+
+/**
+ * pleg_generic_stop:
+ *
+ * Asks the dispatcher to shut down, cancels runtime calls in flight and joins the thread.
+ * Idempotent; queued requests are dropped.  Must not be called from a subscriber callback
+ * running on the dispatcher (there is none: callbacks run in the subscriber's context).
+ */
+void pleg_generic_stop(PlegGeneric *pleg);
+
+/**
+ * pleg_generic_subscribe:
+ * @capacity: channel capacity; 0 selects %PLEG_DEFAULT_EVENT_CHANNEL_CAPACITY.
+ *
+ * Subscribes to PodLifecycleEvents.  Events generated from now on are delivered.
+ *
+ * Returns: (transfer none): the channel, owned by the PLEG until pleg_generic_unsubscribe().
+ */
+PlegEventChannel *pleg_generic_subscribe(PlegGeneric *pleg, guint capacity);
+
+/**
+ * pleg_generic_unsubscribe:
+ *
+ * Closes @channel, wakes a waiting pleg_event_channel_pop() and frees the channel.  Any
+ * #GSource from pleg_event_channel_attach() must be destroyed first.
+ */
+void pleg_generic_unsubscribe(PlegGeneric *pleg, PlegEventChannel *channel);
+
+/**
+ * pleg_generic_relist:
+ *
+ * Runs one global relist on the calling thread (kubelet's Relist()).  Serialised with the
+ * dispatcher.  Returns: %FALSE with @error when listing failed; the last relist time is then
+ * not advanced.
+ */
+gboolean pleg_generic_relist(PlegGeneric *pleg, GError **error);
+
+/**
+ * pleg_generic_relist_pod:
+ *
+ * Runs one targeted relist of @pod_uid on the calling thread, as the dispatcher does for a
+ * queued request.  The cache's global timestamp is untouched.  A suspended pod is not
+ * published; the request is kept pending instead.
+ */
+gboolean pleg_generic_relist_pod(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource source,
+                                 GError **error);
+
+/**
+ * PlegRelistRequestResult:
+ * @PLEG_RELIST_REQUEST_QUEUED: queued for the dispatcher.
+ * @PLEG_RELIST_REQUEST_COALESCED: the pod is suspended; merged into its one pending relist.
+ * @PLEG_RELIST_REQUEST_DROPPED: the queue was full (or the PLEG is stopped); the next global
+ *   relist covers it.
+ *
+ * Requests that are queued but then found covered by a newer global relist are counted as
+ * `covered` in kubelet_pleg_relist_requests_total when the dispatcher reaches them.
+ */
+typedef enum {
+    PLEG_RELIST_REQUEST_QUEUED,
+    PLEG_RELIST_REQUEST_COALESCED,
+    PLEG_RELIST_REQUEST_DROPPED,
+} PlegRelistRequestResult;
+
+/**
+ * pleg_generic_request_relist:
+ * @pod_uid: the pod to relist.
+ * @source: who asks; %PLEG_RELIST_SOURCE_GLOBAL is not a valid request source.
+ *
+ * RequestRelist (KEP-3386): queue a targeted relist.  Never blocks on runtime calls; callable
+ * from any thread, including subscriber callbacks.
+ */
+PlegRelistRequestResult pleg_generic_request_relist(PlegGeneric *pleg, const char *pod_uid,
+                                                    PlegRelistSource source);
+
+/**
+ * pleg_generic_suspend_pod:
+ *
+ * Brackets a pod's sync (KEP-3386: relists of a pod are suspended while its SyncPod runs).
+ * When it returns, no relist publishes state for @pod_uid until pleg_generic_resume_pod():
+ * a relist already inspecting the pod discards its result.  Nests: each suspend needs one
+ * resume.  Any thread; never call it while holding a lock that a subscriber callback takes.
+ */
+void pleg_generic_suspend_pod(PlegGeneric *pleg, const char *pod_uid);
+
+/**
+ * pleg_generic_resume_pod:
+ *
+ * Ends a suspension, also after an error or cancellation of the sync.  When requests arrived
+ * (or a relist skipped the pod) meanwhile, exactly one relist is queued.
+ */
+void pleg_generic_resume_pod(PlegGeneric *pleg, const char *pod_uid);
+
+/**
+ * pleg_generic_healthy:
+ * @ret_message: (out) (transfer full) (optional): kubelet's message when unhealthy:
+ *   "pleg has yet to be successful" or "pleg was last seen active 3m1s ago; threshold is 3m0s".
+ *
+ * kubelet's PLEG health check; also sets kubelet_pleg_last_seen_seconds.  Any thread.
+ */
+gboolean pleg_generic_healthy(PlegGeneric *pleg, char **ret_message);
+
+/**
+ * PlegRelistFunc:
+ * @error: (nullable): %NULL when the global relist succeeded, else why listing failed.
+ * @relist_time_ns: Unix ns at which the relist started.
+ * @user_data: as given to pleg_generic_set_relist_callback().
+ *
+ * Tells a host the outcome of each global relist, so that it can signal readiness, update its
+ * status and say what went wrong (the library itself only logs at debug).
+ */
+typedef void (*PlegRelistFunc)(const GError *error, gint64 relist_time_ns, gpointer user_data);
+
+/**
+ * pleg_generic_set_relist_callback:
+ * @context: (nullable): where @func runs; %NULL is the caller's thread-default context.
+ * @func: (nullable): the callback, %NULL to remove it.
+ *
+ * Call before pleg_generic_start().  @func runs in @context after every global relist run by
+ * the dispatcher (not for pleg_generic_relist() called by hand).
+ */
+void pleg_generic_set_relist_callback(PlegGeneric *pleg, GMainContext *context,
+                                      PlegRelistFunc func, gpointer user_data,
+                                      GDestroyNotify destroy);
+
+/** Returns: Unix ns of the start of the last successful global relist, 0 if none yet. */
+gint64 pleg_generic_get_last_relist_time(PlegGeneric *pleg);
+
+/** Returns: (transfer none): the pod cache. */
+PlegPodCache *pleg_generic_get_cache(PlegGeneric *pleg);
+
+/** Returns: (transfer none): the metrics registry. */
+PlegMetricsRegistry *pleg_generic_get_metrics(PlegGeneric *pleg);
+
+G_END_DECLS

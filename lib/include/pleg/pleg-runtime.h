@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The runtime interface: the small slice of the CRI RuntimeService that the Generic PLEG reads.
+ *
+ * The PLEG never talks gRPC itself.  It calls a #PlegRuntime, which is either the CRI client
+ * (pleg_cri_client_as_runtime()) or an in-process implementation such as the unit tests' fake.
+ */
+#pragma once
+
+#include <gio/gio.h>
+#include <pleg/pleg-types.h>
+
+G_BEGIN_DECLS
+
+typedef struct _PlegRuntime PlegRuntime;
+
+/**
+ * PlegRuntimeVTable:
+ * @size: sizeof (PlegRuntimeVTable) as compiled by the implementation; lets the table grow.
+ * @list_pod_sandboxes: CRI ListPodSandbox with no filter.  On success stores a new
+ *   #GPtrArray of #PlegPodSandbox (with a free function) in @ret_sandboxes.
+ * @list_containers: CRI ListContainers.  @pod_sandbox_id, when not %NULL, becomes
+ *   `ContainerFilter.pod_sandbox_id`.  Stores a #GPtrArray of #PlegContainer.
+ * @pod_sandbox_status: CRI PodSandboxStatus (verbose = false).  Returns a new status or
+ *   %NULL with @error set.  A sandbox that no longer exists is %G_IO_ERROR_NOT_FOUND or,
+ *   from the CRI client, %PLEG_CRI_ERROR_NOT_FOUND.
+ * @container_status: CRI ContainerStatus (verbose = false), like @pod_sandbox_status.
+ * @finalize: frees @impl; may be %NULL.
+ *
+ * Every call is synchronous, may be made from any thread, and honours @cancellable and the
+ * implementation's own per-call deadline.  Failures set @error; the PLEG treats every error
+ * alike (the relist or pod inspection fails and is retried later).
+ */
+typedef struct {
+    gsize size;
+    gboolean (*list_pod_sandboxes)(gpointer impl, GPtrArray **ret_sandboxes,
+                                   GCancellable *cancellable, GError **error);
+    gboolean (*list_containers)(gpointer impl, const char *pod_sandbox_id,
+                                GPtrArray **ret_containers, GCancellable *cancellable,
+                                GError **error);
+    PlegPodSandboxStatus *(*pod_sandbox_status)(gpointer impl, const char *pod_sandbox_id,
+                                                GCancellable *cancellable, GError **error);
+    PlegContainerStatus *(*container_status)(gpointer impl, const char *container_id,
+                                             GCancellable *cancellable, GError **error);
+    void (*finalize)(gpointer impl);
+} PlegRuntimeVTable;
+
+/**
+ * pleg_runtime_new:
+ * @vtable: (transfer none): static table of operations; must outlive the runtime.
+ * @impl: (transfer full): implementation data passed to each operation.
+ *
+ * Returns: (transfer full): a new reference-counted runtime.  Thread-safe.
+ */
+PlegRuntime *pleg_runtime_new(const PlegRuntimeVTable *vtable, gpointer impl);
+PlegRuntime *pleg_runtime_ref(PlegRuntime *runtime);
+void pleg_runtime_unref(PlegRuntime *runtime);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegRuntime, pleg_runtime_unref)
+
+gboolean pleg_runtime_list_pod_sandboxes(PlegRuntime *runtime, GPtrArray **ret_sandboxes,
+                                         GCancellable *cancellable, GError **error);
+gboolean pleg_runtime_list_containers(PlegRuntime *runtime, const char *pod_sandbox_id,
+                                      GPtrArray **ret_containers, GCancellable *cancellable,
+                                      GError **error);
+PlegPodSandboxStatus *pleg_runtime_pod_sandbox_status(PlegRuntime *runtime,
+                                                      const char *pod_sandbox_id,
+                                                      GCancellable *cancellable, GError **error);
+PlegContainerStatus *pleg_runtime_container_status(PlegRuntime *runtime, const char *container_id,
+                                                   GCancellable *cancellable, GError **error);
+
+G_END_DECLS

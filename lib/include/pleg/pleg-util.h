@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Durations in Go syntax and feature gates in kubelet syntax.
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/**
+ * pleg_duration_parse:
+ * @text: a Go duration such as "500ms", "1.5s", "3m", "1h2m3s" ("ns", "us", "µs", "ms",
+ *   "s", "m", "h"; a bare "0" is allowed).
+ * @ret_usec: (out): the duration in microseconds, rounded toward zero; untouched on failure.
+ * @error: %G_OPTION_ERROR_BAD_VALUE naming @text when it is not a duration or overflows.
+ */
+gboolean pleg_duration_parse(const char *text, gint64 *ret_usec, GError **error);
+
+/**
+ * pleg_duration_format:
+ * @usec: a duration in microseconds.
+ *
+ * Formats like Go's time.Duration.String(): "3m0s", "1.5s", "500ms", "0s".
+ *
+ * Returns: (transfer full): the text.
+ */
+char *pleg_duration_format(gint64 usec);
+
+/**
+ * pleg_time_format_rfc3339:
+ * @unix_ns: Unix time in nanoseconds.
+ *
+ * Returns: (transfer full): UTC time with nanoseconds, e.g. "2026-11-29T15:38:55.123456789Z".
+ */
+char *pleg_time_format_rfc3339(gint64 unix_ns);
+
+/**
+ * PlegFeatureStage:
+ *
+ * Maturity of a feature gate, as Kubernetes names it.
+ */
+typedef enum {
+    PLEG_FEATURE_ALPHA,
+    PLEG_FEATURE_BETA,
+    PLEG_FEATURE_GA,
+} PlegFeatureStage;
+
+/* Names of the gates libpleg knows, spelled as kubelet spells them. */
+#define PLEG_FEATURE_EVENTED_PLEG "EventedPLEG"
+#define PLEG_FEATURE_SYSTEMD_WATCHDOG "SystemdWatchdog"
+#define PLEG_FEATURE_KUBELET_WATCHDOG_DIAGNOSTICS "KubeletWatchdogDiagnostics"
+
+typedef struct _PlegFeatureGates PlegFeatureGates;
+
+/**
+ * pleg_feature_gates_new:
+ *
+ * A registry holding every known gate at its default: EventedPLEG (alpha, off),
+ * SystemdWatchdog (beta, on), KubeletWatchdogDiagnostics (alpha, off).
+ *
+ * Returns: (transfer full): the gates.  Reads are thread-safe once configuration is done.
+ */
+PlegFeatureGates *pleg_feature_gates_new(void);
+void pleg_feature_gates_free(PlegFeatureGates *gates);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegFeatureGates, pleg_feature_gates_free)
+
+/**
+ * pleg_feature_gates_parse:
+ * @text: kubelet's `--feature-gates` syntax, "Name=true,Other=false"; spaces around items
+ *   are allowed, an empty string sets nothing.
+ * @error: %G_OPTION_ERROR_BAD_VALUE naming the unknown gate or the bad value.
+ *
+ * Applies all items or none.
+ */
+gboolean pleg_feature_gates_parse(PlegFeatureGates *gates, const char *text, GError **error);
+
+/**
+ * pleg_feature_gates_set:
+ *
+ * Sets one known gate.  %G_OPTION_ERROR_BAD_VALUE when @name is unknown.
+ */
+gboolean pleg_feature_gates_set(PlegFeatureGates *gates, const char *name, gboolean enabled,
+                                GError **error);
+
+/**
+ * pleg_feature_gates_enabled:
+ *
+ * Returns: whether the known gate @name is on; %FALSE for an unknown name.
+ */
+gboolean pleg_feature_gates_enabled(const PlegFeatureGates *gates, const char *name);
+
+/**
+ * pleg_feature_gates_known:
+ * @ret_stage: (out) (optional): the gate's stage.
+ * @ret_default: (out) (optional): the gate's default.
+ *
+ * Returns: whether @name is a known gate.
+ */
+gboolean pleg_feature_gates_known(const PlegFeatureGates *gates, const char *name,
+                                  PlegFeatureStage *ret_stage, gboolean *ret_default);
+
+G_END_DECLS
