@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal CRI transport: a gRPC C-core channel to a CRI runtime, unary calls and server streams
+ * carrying protobuf-c messages of proto/api.proto.
+ *
+ * Shared by the public CRI client (pleg-cri-client.c), cri-ctl and, through the host, the Evented
+ * PLEG.  Never installed, never exported from libpleg: every symbol here is cri_*.
+ *
+ * Errors: every failed call sets a #PLEG_CRI_ERROR whose code is the gRPC status code and whose
+ * message is "<endpoint>: <Method>: <gRPC status details>".
+ */
+#pragma once
+
+#include <gio/gio.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include <pleg/pleg-cri-client.h>
+
+#include "api.pb-c.h"
+
+G_BEGIN_DECLS
+
+/* Fully qualified service name; a method path is "/" CRI_RUNTIME_SERVICE "/" <Method>. */
+#define CRI_RUNTIME_SERVICE "runtime.v1.RuntimeService"
+
+/**
+ * cri_endpoint_parse:
+ * @endpoint: `unix:///path`, `unix:/path` or `/path`.
+ * @ret_target: (out) (transfer full): the gRPC target, `unix:/path`.
+ *
+ * Fails with %G_IO_ERROR_INVALID_ARGUMENT naming @endpoint for anything that is not a unix
+ * socket with an absolute path.
+ */
+gboolean cri_endpoint_parse(const char *endpoint, char **ret_target, GError **error);
+
+typedef struct _CriChannel CriChannel;
+
+/**
+ * cri_channel_new:
+ *
+ * Validates @endpoint, takes a gRPC library reference (grpc_init()) and creates a lazy channel
+ * with kubelet's connection parameters: reconnect backoff from 100 ms up to 3 s, a 5 s minimum
+ * connect timeout, 16 MiB maximum message size.
+ *
+ * Returns: (transfer full): the channel or %NULL with @error set.
+ */
+CriChannel *cri_channel_new(const char *endpoint, GError **error);
+CriChannel *cri_channel_ref(CriChannel *channel);
+/* The last unref destroys the channel and drops the gRPC library reference (grpc_shutdown()). */
+void cri_channel_unref(CriChannel *channel);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CriChannel, cri_channel_unref)
+
+const char *cri_channel_get_endpoint(CriChannel *channel);
+
+/**
+ * cri_channel_call:
+ * @method: short method name, e.g. "Version"; also used in error messages.
+ * @request: the request message.
+ * @response_descriptor: descriptor of the expected response message.
+ * @timeout_usec: deadline of the call from now; <= 0 means none.
+ * @cancellable: (nullable): cancelling it cancels the call (grpc_call_cancel()); the call then
+ *   fails with %PLEG_CRI_ERROR_CANCELLED.
+ *
+ * One unary RPC on a completion queue of its own: safe from any number of threads at once.
+ *
+ * Returns: (transfer full): the decoded response (free with protobuf_c_message_free_unpacked()
+ *   or a g_autoptr() below), or %NULL with @error set.
+ */
+ProtobufCMessage *cri_channel_call(CriChannel *channel, const char *method,
+                                   const ProtobufCMessage *request,
+                                   const ProtobufCMessageDescriptor *response_descriptor,
+                                   gint64 timeout_usec, GCancellable *cancellable, GError **error);
+
+typedef struct _CriStream CriStream;
+
+/**
+ * cri_stream_start:
+ * @timeout_usec: deadline of the whole stream; <= 0 means none (a long-lived watch).
+ * @wait_for_ready: queue the call until the channel connects instead of failing fast.
+ *
+ * Starts a server-streaming RPC and sends its single request.  Does not wait for the server:
+ * failures show up in cri_stream_read().  Reads must come from one thread at a time;
+ * cri_stream_cancel() may come from any thread.
+ *
+ * Returns: (transfer full): the stream or %NULL with @error set.
+ */
+CriStream *cri_stream_start(CriChannel *channel, const char *method,
+                            const ProtobufCMessage *request,
+                            const ProtobufCMessageDescriptor *response_descriptor,
+                            gint64 timeout_usec, gboolean wait_for_ready, GError **error);
+
+/**
+ * cri_stream_read:
+ * @ret_message: (out) (transfer full): the next message, or %NULL at a clean end of the stream
+ *   (the server closed it with status OK).
+ *
+ * Blocks until the next message, the end of the stream, cancellation or the deadline.
+ * After the end of the stream or an error, further reads fail with the same outcome.
+ *
+ * Returns: %FALSE with @error set when the stream failed; the error carries the final status.
+ */
+gboolean cri_stream_read(CriStream *stream, ProtobufCMessage **ret_message,
+                         GCancellable *cancellable, GError **error);
+
+/* Cancels the stream from any thread; a blocked cri_stream_read() returns CANCELLED. */
+void cri_stream_cancel(CriStream *stream);
+
+/* Cancels the stream if it is still open and frees it.  NULL-safe. */
+void cri_stream_free(CriStream *stream);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CriStream, cri_stream_free)
+
+/* Frees any protobuf-c message unpacked by this module.  NULL-safe. */
+static inline void
+cri_message_free(gpointer message)
+{
+    if (message)
+        protobuf_c_message_free_unpacked(message, NULL);
+}
+
+/* g_autoptr() for the protobuf-c types this project handles. */
+#define CRI_DEFINE_MESSAGE_AUTOPTR(Type)                                                           \
+    static inline void cri_message_free_##Type(Type *message)                                      \
+    {                                                                                              \
+        cri_message_free(message);                                                                 \
+    }                                                                                              \
+    G_DEFINE_AUTOPTR_CLEANUP_FUNC(Type, cri_message_free_##Type)
+
+CRI_DEFINE_MESSAGE_AUTOPTR(ProtobufCMessage)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__VersionResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__StatusResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__RunPodSandboxResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__StopPodSandboxResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__RemovePodSandboxResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__PodSandboxStatusResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__ListPodSandboxResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__CreateContainerResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__StartContainerResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__StopContainerResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__RemoveContainerResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__ListContainersResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__ContainerStatusResponse)
+CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__ContainerEventResponse)
+
+/*
+ * Decoding into libpleg's types (pleg-types.h).  Each returns a new object with every string
+ * copied; a missing submessage leaves the fields it would fill NULL or 0.  Used by the CRI client
+ * and by the Evented PLEG for the statuses that events carry.
+ */
+PlegPodSandbox *cri_decode_pod_sandbox(const Runtime__V1__PodSandbox *sandbox);
+PlegContainer *cri_decode_container(const Runtime__V1__Container *container);
+PlegPodSandboxStatus *cri_decode_pod_sandbox_status(const Runtime__V1__PodSandboxStatus *status);
+PlegContainerStatus *cri_decode_container_status(const Runtime__V1__ContainerStatus *status);
+
+/* The channel under a client, for in-library users such as the Evented PLEG host.
+ * (transfer none) */
+CriChannel *cri_client_get_channel(PlegCriClient *client);
+
+/* The client's per-call deadline in microseconds. */
+gint64 cri_client_get_timeout_usec(PlegCriClient *client);
+
+G_END_DECLS

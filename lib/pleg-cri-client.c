@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The public CRI client: typed RuntimeService calls over the internal transport (cri-core.c),
+ * answers decoded into libpleg's types, and the #PlegRuntime the Generic PLEG reads.
+ */
+#include "pleg-config.h"
+
+#include <pleg/pleg-cri-client.h>
+
+#include "cri-private.h"
+
+struct _PlegCriClient {
+    gatomicrefcount ref_count;
+    CriChannel *channel;
+    gint64 timeout_usec;
+};
+
+PlegCriClient *
+pleg_cri_client_new(const char *endpoint, gint64 timeout_usec, GError **error)
+{
+    PlegCriClient *client;
+    CriChannel *channel;
+
+    g_return_val_if_fail(timeout_usec >= 0, NULL);
+
+    channel = cri_channel_new(endpoint, error);
+    if (!channel)
+        return NULL;
+
+    client = g_new0(PlegCriClient, 1);
+    g_atomic_ref_count_init(&client->ref_count);
+    client->channel = channel;
+    client->timeout_usec = timeout_usec > 0 ? timeout_usec : PLEG_CRI_DEFAULT_TIMEOUT_USEC;
+    return client;
+}
+
+PlegCriClient *
+pleg_cri_client_ref(PlegCriClient *client)
+{
+    g_return_val_if_fail(client != NULL, NULL);
+    g_atomic_ref_count_inc(&client->ref_count);
+    return client;
+}
+
+void
+pleg_cri_client_unref(PlegCriClient *client)
+{
+    if (!client || !g_atomic_ref_count_dec(&client->ref_count))
+        return;
+    cri_channel_unref(client->channel);
+    g_free(client);
+}
+
+const char *
+pleg_cri_client_get_endpoint(PlegCriClient *client)
+{
+    g_return_val_if_fail(client != NULL, NULL);
+    return cri_channel_get_endpoint(client->channel);
+}
+
+CriChannel *
+cri_client_get_channel(PlegCriClient *client)
+{
+    g_return_val_if_fail(client != NULL, NULL);
+    return client->channel;
+}
+
+gint64
+cri_client_get_timeout_usec(PlegCriClient *client)
+{
+    g_return_val_if_fail(client != NULL, 0);
+    return client->timeout_usec;
+}
+
+static gpointer
+call(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
+     const ProtobufCMessageDescriptor *response_descriptor, GCancellable *cancellable,
+     GError **error)
+{
+    return cri_channel_call(client->channel, method, request, response_descriptor,
+                            client->timeout_usec, cancellable, error);
+}
+
+gboolean
+pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name, char **ret_runtime_version,
+                        GCancellable *cancellable, GError **error)
+{
+    Runtime__V1__VersionRequest request = RUNTIME__V1__VERSION_REQUEST__INIT;
+    g_autoptr(Runtime__V1__VersionResponse) response = NULL;
+
+    g_return_val_if_fail(client != NULL, FALSE);
+
+    /* kubelet sends the CRI API version it speaks. */
+    request.version = (char *)"0.1.0";
+    response = call(client, "Version", &request.base, &runtime__v1__version_response__descriptor,
+                    cancellable, error);
+    if (!response)
+        return FALSE;
+
+    if (ret_runtime_name)
+        *ret_runtime_name = g_strdup(response->runtime_name);
+    if (ret_runtime_version)
+        *ret_runtime_version = g_strdup(response->runtime_version);
+    return TRUE;
+}
+
+/* ---- PlegRuntime ---- */
+
+static gboolean
+runtime_list_pod_sandboxes(gpointer impl, GPtrArray **ret_sandboxes, GCancellable *cancellable,
+                           GError **error)
+{
+    PlegCriClient *client = impl;
+    Runtime__V1__ListPodSandboxRequest request = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
+    g_autoptr(Runtime__V1__ListPodSandboxResponse) response = NULL;
+    GPtrArray *sandboxes;
+
+    response = call(client, "ListPodSandbox", &request.base,
+                    &runtime__v1__list_pod_sandbox_response__descriptor, cancellable, error);
+    if (!response)
+        return FALSE;
+
+    sandboxes = g_ptr_array_new_full(response->n_items, (GDestroyNotify)pleg_pod_sandbox_free);
+    for (size_t i = 0; i < response->n_items; i++)
+        g_ptr_array_add(sandboxes, cri_decode_pod_sandbox(response->items[i]));
+    *ret_sandboxes = sandboxes;
+    return TRUE;
+}
+
+static gboolean
+runtime_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **ret_containers,
+                        GCancellable *cancellable, GError **error)
+{
+    PlegCriClient *client = impl;
+    Runtime__V1__ListContainersRequest request = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
+    Runtime__V1__ContainerFilter filter = RUNTIME__V1__CONTAINER_FILTER__INIT;
+    g_autoptr(Runtime__V1__ListContainersResponse) response = NULL;
+    GPtrArray *containers;
+
+    if (pod_sandbox_id) {
+        filter.pod_sandbox_id = (char *)pod_sandbox_id;
+        request.filter = &filter;
+    }
+    response = call(client, "ListContainers", &request.base,
+                    &runtime__v1__list_containers_response__descriptor, cancellable, error);
+    if (!response)
+        return FALSE;
+
+    containers = g_ptr_array_new_full(response->n_containers, (GDestroyNotify)pleg_container_free);
+    for (size_t i = 0; i < response->n_containers; i++)
+        g_ptr_array_add(containers, cri_decode_container(response->containers[i]));
+    *ret_containers = containers;
+    return TRUE;
+}
+
+static void
+set_missing_status_error(PlegCriClient *client, const char *method, GError **error)
+{
+    g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
+                "%s: %s: the runtime answered without a status",
+                cri_channel_get_endpoint(client->channel), method);
+}
+
+static PlegPodSandboxStatus *
+runtime_pod_sandbox_status(gpointer impl, const char *pod_sandbox_id, GCancellable *cancellable,
+                           GError **error)
+{
+    PlegCriClient *client = impl;
+    Runtime__V1__PodSandboxStatusRequest request = RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
+    g_autoptr(Runtime__V1__PodSandboxStatusResponse) response = NULL;
+
+    request.pod_sandbox_id = (char *)pod_sandbox_id;
+    response = call(client, "PodSandboxStatus", &request.base,
+                    &runtime__v1__pod_sandbox_status_response__descriptor, cancellable, error);
+    if (!response)
+        return NULL;
+    if (!response->status) {
+        set_missing_status_error(client, "PodSandboxStatus", error);
+        return NULL;
+    }
+    return cri_decode_pod_sandbox_status(response->status);
+}
+
+static PlegContainerStatus *
+runtime_container_status(gpointer impl, const char *container_id, GCancellable *cancellable,
+                         GError **error)
+{
+    PlegCriClient *client = impl;
+    Runtime__V1__ContainerStatusRequest request = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
+    g_autoptr(Runtime__V1__ContainerStatusResponse) response = NULL;
+
+    request.container_id = (char *)container_id;
+    response = call(client, "ContainerStatus", &request.base,
+                    &runtime__v1__container_status_response__descriptor, cancellable, error);
+    if (!response)
+        return NULL;
+    if (!response->status) {
+        set_missing_status_error(client, "ContainerStatus", error);
+        return NULL;
+    }
+    return cri_decode_container_status(response->status);
+}
+
+static void
+runtime_finalize(gpointer impl)
+{
+    pleg_cri_client_unref(impl);
+}
+
+static const PlegRuntimeVTable cri_runtime_vtable = {
+    .size = sizeof(PlegRuntimeVTable),
+    .list_pod_sandboxes = runtime_list_pod_sandboxes,
+    .list_containers = runtime_list_containers,
+    .pod_sandbox_status = runtime_pod_sandbox_status,
+    .container_status = runtime_container_status,
+    .finalize = runtime_finalize,
+};
+
+PlegRuntime *
+pleg_cri_client_as_runtime(PlegCriClient *client)
+{
+    g_return_val_if_fail(client != NULL, NULL);
+    return pleg_runtime_new(&cri_runtime_vtable, pleg_cri_client_ref(client));
+}
