@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "pleg/pleg-metrics.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const double PLEG_METRICS_DEFAULT_BUCKETS[11] = {
+    .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
+};
+
+typedef struct {
+    char **label_values;    /* n_labels entries, NULL-terminated */
+    double value;           /* counter or gauge value, histogram sum */
+    guint64 count;          /* histogram observations */
+    guint64 *bucket_counts; /* per bucket, not cumulative; n_buckets + 1 (the last is +Inf) */
+} Series;
+
+struct _PlegMetric {
+    GMutex *lock; /* the registry's: one lock orders updates against exposition */
+    PlegMetricType type;
+    char *name;
+    char *help;
+    char **label_names;
+    guint n_labels;
+    double *buckets;
+    gsize n_buckets;
+    GHashTable *series; /* series_key() -> Series */
+};
+
+struct _PlegMetricsRegistry {
+    gatomicrefcount ref_count;
+    GMutex lock;
+    GHashTable *metrics; /* name -> PlegMetric */
+};
+
+static const char *const histogram_suffixes[] = {"_bucket", "_sum", "_count"};
+
+static void
+series_free(Series *series)
+{
+    if (!series)
+        return;
+    g_strfreev(series->label_values);
+    g_free(series->bucket_counts);
+    g_free(series);
+}
+
+static void
+metric_free(PlegMetric *metric)
+{
+    if (!metric)
+        return;
+    g_clear_pointer(&metric->series, g_hash_table_unref);
+    g_free(metric->name);
+    g_free(metric->help);
+    g_strfreev(metric->label_names);
+    g_free(metric->buckets);
+    g_free(metric);
+}
+
+PlegMetricsRegistry *
+pleg_metrics_registry_new(void)
+{
+    PlegMetricsRegistry *registry = g_new0(PlegMetricsRegistry, 1);
+
+    g_atomic_ref_count_init(&registry->ref_count);
+    g_mutex_init(&registry->lock);
+    registry->metrics =
+        g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)metric_free);
+    return registry;
+}
+
+PlegMetricsRegistry *
+pleg_metrics_registry_ref(PlegMetricsRegistry *registry)
+{
+    g_return_val_if_fail(registry != NULL, NULL);
+    g_atomic_ref_count_inc(&registry->ref_count);
+    return registry;
+}
+
+void
+pleg_metrics_registry_unref(PlegMetricsRegistry *registry)
+{
+    if (!registry)
+        return;
+    if (!g_atomic_ref_count_dec(&registry->ref_count))
+        return;
+    g_hash_table_unref(registry->metrics);
+    g_mutex_clear(&registry->lock);
+    g_free(registry);
+}
+
+static gboolean
+valid_metric_name(const char *name)
+{
+    if (!name || !name[0])
+        return FALSE;
+    for (const char *p = name; *p; p++) {
+        gboolean ok =
+            g_ascii_isalpha(*p) || *p == '_' || *p == ':' || (p != name && g_ascii_isdigit(*p));
+        if (!ok)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+valid_label_name(const char *name, PlegMetricType type)
+{
+    if (!name || !name[0])
+        return FALSE;
+    for (const char *p = name; *p; p++) {
+        gboolean ok = g_ascii_isalpha(*p) || *p == '_' || (p != name && g_ascii_isdigit(*p));
+        if (!ok)
+            return FALSE;
+    }
+    /* "__" is reserved for Prometheus' internal labels; "le" carries histogram bucket bounds. */
+    if (g_str_has_prefix(name, "__"))
+        return FALSE;
+    if (type == PLEG_METRIC_HISTOGRAM && g_str_equal(name, "le"))
+        return FALSE;
+    return TRUE;
+}
+
+static gboolean
+validate_label_names(const char *name, PlegMetricType type, const char *const *label_names)
+{
+    for (guint i = 0; label_names && label_names[i]; i++) {
+        if (!valid_label_name(label_names[i], type)) {
+            g_debug("metrics: %s: invalid label name \"%s\", ignoring registration", name,
+                    label_names[i]);
+            return FALSE;
+        }
+        for (guint j = 0; j < i; j++) {
+            if (g_str_equal(label_names[i], label_names[j])) {
+                g_debug("metrics: %s: duplicate label name \"%s\", ignoring registration", name,
+                        label_names[i]);
+                return FALSE;
+            }
+        }
+    }
+    return TRUE;
+}
+
+/* Validates @buckets and copies them without a trailing +Inf, which is implicit. */
+static gboolean
+copy_buckets(const char *name, const double *buckets, gsize n_buckets, double **ret_buckets,
+             gsize *ret_n_buckets)
+{
+    if (!buckets) {
+        buckets = PLEG_METRICS_DEFAULT_BUCKETS;
+        n_buckets = G_N_ELEMENTS(PLEG_METRICS_DEFAULT_BUCKETS);
+    }
+    if (n_buckets > 0 && isinf(buckets[n_buckets - 1]) && buckets[n_buckets - 1] > 0)
+        n_buckets--;
+    for (gsize i = 0; i < n_buckets; i++) {
+        if (!isfinite(buckets[i]) || (i > 0 && !(buckets[i] > buckets[i - 1]))) {
+            g_debug("metrics: %s: histogram buckets must be finite and strictly increasing, "
+                    "ignoring registration",
+                    name);
+            return FALSE;
+        }
+    }
+    *ret_buckets = n_buckets > 0 ? g_memdup2(buckets, n_buckets * sizeof(double)) : NULL;
+    *ret_n_buckets = n_buckets;
+    return TRUE;
+}
+
+static gboolean
+same_label_names(char **a, const char *const *b)
+{
+    guint n_b = b ? g_strv_length((char **)b) : 0;
+
+    if (g_strv_length(a) != n_b)
+        return FALSE;
+    for (guint i = 0; i < n_b; i++)
+        if (!g_str_equal(a[i], b[i]))
+            return FALSE;
+    return TRUE;
+}
+
+/* A histogram's exposition also uses name_bucket, name_sum and name_count: keep them unique. */
+static gboolean
+name_collides(PlegMetricsRegistry *registry, const char *name, PlegMetricType type)
+{
+    for (gsize i = 0; i < G_N_ELEMENTS(histogram_suffixes); i++) {
+        const char *suffix = histogram_suffixes[i];
+
+        if (type == PLEG_METRIC_HISTOGRAM) {
+            g_autofree char *derived = g_strconcat(name, suffix, NULL);
+
+            if (g_hash_table_contains(registry->metrics, derived))
+                return TRUE;
+        }
+        if (g_str_has_suffix(name, suffix)) {
+            g_autofree char *base = g_strndup(name, strlen(name) - strlen(suffix));
+            PlegMetric *other = g_hash_table_lookup(registry->metrics, base);
+
+            if (other && other->type == PLEG_METRIC_HISTOGRAM)
+                return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+PlegMetric *
+pleg_metrics_register(PlegMetricsRegistry *registry, PlegMetricType type, const char *name,
+                      const char *help, const char *const *label_names, const double *buckets,
+                      gsize n_buckets)
+{
+    g_autofree double *bucket_copy = NULL;
+    gsize n_bucket_copy = 0;
+    PlegMetric *metric;
+
+    g_return_val_if_fail(registry != NULL, NULL);
+    g_return_val_if_fail(name != NULL, NULL);
+    g_return_val_if_fail(type == PLEG_METRIC_COUNTER || type == PLEG_METRIC_GAUGE ||
+                             type == PLEG_METRIC_HISTOGRAM,
+                         NULL);
+
+    if (!valid_metric_name(name)) {
+        g_debug("metrics: invalid metric name \"%s\", ignoring registration", name);
+        return NULL;
+    }
+    if (!validate_label_names(name, type, label_names))
+        return NULL;
+    if (type == PLEG_METRIC_HISTOGRAM &&
+        !copy_buckets(name, buckets, n_buckets, &bucket_copy, &n_bucket_copy))
+        return NULL;
+
+    g_mutex_lock(&registry->lock);
+
+    metric = g_hash_table_lookup(registry->metrics, name);
+    if (metric) {
+        if (metric->type != type || !same_label_names(metric->label_names, label_names)) {
+            g_debug("metrics: %s is already registered with another type or labels, "
+                    "ignoring registration",
+                    name);
+            metric = NULL;
+        }
+        g_mutex_unlock(&registry->lock);
+        return metric;
+    }
+    if (name_collides(registry, name, type)) {
+        g_debug("metrics: %s collides with a histogram's series names, ignoring registration",
+                name);
+        g_mutex_unlock(&registry->lock);
+        return NULL;
+    }
+
+    metric = g_new0(PlegMetric, 1);
+    metric->lock = &registry->lock;
+    metric->type = type;
+    metric->name = g_strdup(name);
+    metric->help = g_strdup(help ? help : "");
+    metric->label_names = g_strdupv((char **)label_names);
+    if (!metric->label_names)
+        metric->label_names = g_new0(char *, 1);
+    metric->n_labels = g_strv_length(metric->label_names);
+    metric->buckets = g_steal_pointer(&bucket_copy);
+    metric->n_buckets = n_bucket_copy;
+    metric->series =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)series_free);
+    g_hash_table_insert(registry->metrics, metric->name, metric);
+
+    g_mutex_unlock(&registry->lock);
+    return metric;
+}
+
+PlegMetric *
+pleg_metrics_lookup(PlegMetricsRegistry *registry, const char *name)
+{
+    PlegMetric *metric;
+
+    g_return_val_if_fail(registry != NULL, NULL);
+    g_return_val_if_fail(name != NULL, NULL);
+
+    g_mutex_lock(&registry->lock);
+    metric = g_hash_table_lookup(registry->metrics, name);
+    g_mutex_unlock(&registry->lock);
+    return metric;
+}
+
+/*
+ * Only the first n_labels values are read, so callers may pass arrays without a terminator; a
+ * NULL among them means too few values.
+ */
+static gboolean
+check_label_values(PlegMetric *metric, const char *const *label_values)
+{
+    if (metric->n_labels == 0) {
+        if (label_values && label_values[0]) {
+            g_critical("metrics: %s has no labels but label values were given", metric->name);
+            return FALSE;
+        }
+        return TRUE;
+    }
+    for (guint i = 0; i < metric->n_labels; i++) {
+        if (!label_values || !label_values[i]) {
+            g_critical("metrics: %s expects %u label values, got %u", metric->name,
+                       metric->n_labels, i);
+            return FALSE;
+        }
+        if (!g_utf8_validate(label_values[i], -1, NULL)) {
+            g_critical("metrics: %s: label %s has a value that is not UTF-8", metric->name,
+                       metric->label_names[i]);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* Length-prefixed values: unambiguous whatever the values contain. */
+static char *
+series_key(PlegMetric *metric, const char *const *label_values)
+{
+    GString *key = g_string_new(NULL);
+
+    for (guint i = 0; i < metric->n_labels; i++)
+        g_string_append_printf(key, "%zu:%s", strlen(label_values[i]), label_values[i]);
+    return g_string_free(key, FALSE);
+}
+
+/* Called with the lock held. */
+static Series *
+find_series(PlegMetric *metric, const char *const *label_values, gboolean create)
+{
+    g_autofree char *key = series_key(metric, label_values);
+    Series *series;
+
+    series = g_hash_table_lookup(metric->series, key);
+    if (series || !create)
+        return series;
+
+    series = g_new0(Series, 1);
+    series->label_values = g_new0(char *, metric->n_labels + 1);
+    for (guint i = 0; i < metric->n_labels; i++)
+        series->label_values[i] = g_strdup(label_values[i]);
+    if (metric->type == PLEG_METRIC_HISTOGRAM)
+        series->bucket_counts = g_new0(guint64, metric->n_buckets + 1);
+    g_hash_table_insert(metric->series, g_steal_pointer(&key), series);
+    return series;
+}
+
+static const char *
+type_name(PlegMetricType type)
+{
+    switch (type) {
+    case PLEG_METRIC_COUNTER:
+        return "counter";
+    case PLEG_METRIC_GAUGE:
+        return "gauge";
+    case PLEG_METRIC_HISTOGRAM:
+        return "histogram";
+    }
+    return "untyped";
+}
+
+void
+pleg_metric_add(PlegMetric *metric, const char *const *label_values, double value)
+{
+    Series *series;
+
+    if (!metric)
+        return;
+    if (metric->type == PLEG_METRIC_HISTOGRAM) {
+        g_critical("metrics: %s is a histogram, cannot add to it", metric->name);
+        return;
+    }
+    if (metric->type == PLEG_METRIC_COUNTER && !(value >= 0)) {
+        g_critical("metrics: %s is a counter, cannot add %g", metric->name, value);
+        return;
+    }
+    if (!check_label_values(metric, label_values))
+        return;
+
+    g_mutex_lock(metric->lock);
+    series = find_series(metric, label_values, TRUE);
+    series->value += value;
+    g_mutex_unlock(metric->lock);
+}
+
+void
+pleg_metric_inc(PlegMetric *metric, const char *const *label_values)
+{
+    pleg_metric_add(metric, label_values, 1);
+}
+
+void
+pleg_metric_set(PlegMetric *metric, const char *const *label_values, double value)
+{
+    Series *series;
+
+    if (!metric)
+        return;
+    if (metric->type != PLEG_METRIC_GAUGE) {
+        g_critical("metrics: %s is a %s, only gauges can be set", metric->name,
+                   type_name(metric->type));
+        return;
+    }
+    if (!check_label_values(metric, label_values))
+        return;
+
+    g_mutex_lock(metric->lock);
+    series = find_series(metric, label_values, TRUE);
+    series->value = value;
+    g_mutex_unlock(metric->lock);
+}
+
+void
+pleg_metric_observe(PlegMetric *metric, const char *const *label_values, double value)
+{
+    Series *series;
+    gsize i;
+
+    if (!metric)
+        return;
+    if (metric->type != PLEG_METRIC_HISTOGRAM) {
+        g_critical("metrics: %s is a %s, only histograms take observations", metric->name,
+                   type_name(metric->type));
+        return;
+    }
+    if (!check_label_values(metric, label_values))
+        return;
+
+    /* Upper bounds are inclusive; NaN lands in no finite bucket, only in +Inf. */
+    for (i = 0; i < metric->n_buckets; i++)
+        if (value <= metric->buckets[i])
+            break;
+
+    g_mutex_lock(metric->lock);
+    series = find_series(metric, label_values, TRUE);
+    series->bucket_counts[i]++;
+    series->count++;
+    series->value += value;
+    g_mutex_unlock(metric->lock);
+}
+
+double
+pleg_metric_get(PlegMetric *metric, const char *const *label_values)
+{
+    Series *series;
+    double value = 0;
+
+    if (!metric || !check_label_values(metric, label_values))
+        return 0;
+
+    g_mutex_lock(metric->lock);
+    series = find_series(metric, label_values, FALSE);
+    if (series)
+        value = series->value;
+    g_mutex_unlock(metric->lock);
+    return value;
+}
+
+guint64
+pleg_metric_get_count(PlegMetric *metric, const char *const *label_values)
+{
+    Series *series;
+    guint64 count = 0;
+
+    if (!metric || !check_label_values(metric, label_values))
+        return 0;
+
+    g_mutex_lock(metric->lock);
+    series = find_series(metric, label_values, FALSE);
+    if (series) {
+        if (metric->type == PLEG_METRIC_HISTOGRAM)
+            count = series->count;
+        else if (series->value >= 0)
+            count = (guint64)series->value;
+    }
+    g_mutex_unlock(metric->lock);
+    return count;
+}
+
+void
+pleg_metric_reset(PlegMetric *metric)
+{
+    if (!metric)
+        return;
+    g_mutex_lock(metric->lock);
+    g_hash_table_remove_all(metric->series);
+    g_mutex_unlock(metric->lock);
+}
+
+/* Integers print without exponent; anything else as the shortest text that reads back exactly. */
+static void
+append_value(GString *out, double value)
+{
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+
+    if (isnan(value)) {
+        g_string_append(out, "NaN");
+        return;
+    }
+    if (isinf(value)) {
+        g_string_append(out, value > 0 ? "+Inf" : "-Inf");
+        return;
+    }
+    if (fabs(value) < 1e15 && value == (double)(gint64)value) {
+        g_string_append_printf(out, "%" G_GINT64_FORMAT, (gint64)value);
+        return;
+    }
+    for (int precision = 1; precision <= 17; precision++) {
+        char format[8];
+
+        snprintf(format, sizeof(format), "%%.%dg", precision);
+        g_ascii_formatd(buf, sizeof(buf), format, value);
+        if (g_ascii_strtod(buf, NULL) == value)
+            break;
+    }
+    g_string_append(out, buf);
+}
+
+static void
+append_escaped(GString *out, const char *text, gboolean quote)
+{
+    for (const char *p = text; *p; p++) {
+        switch (*p) {
+        case '\\':
+            g_string_append(out, "\\\\");
+            break;
+        case '\n':
+            g_string_append(out, "\\n");
+            break;
+        case '"':
+            g_string_append(out, quote ? "\\\"" : "\"");
+            break;
+        default:
+            g_string_append_c(out, *p);
+        }
+    }
+}
+
+/* One sample line; @le, when given, adds the histogram bucket bound as the last label. */
+static void
+append_sample(GString *out, PlegMetric *metric, const char *suffix, Series *series,
+              const double *le, double value)
+{
+    gboolean any = FALSE;
+
+    g_string_append(out, metric->name);
+    g_string_append(out, suffix);
+    for (guint i = 0; series && i < metric->n_labels; i++) {
+        g_string_append_c(out, any ? ',' : '{');
+        g_string_append_printf(out, "%s=\"", metric->label_names[i]);
+        append_escaped(out, series->label_values[i], TRUE);
+        g_string_append_c(out, '"');
+        any = TRUE;
+    }
+    if (le) {
+        g_string_append(out, any ? ",le=\"" : "{le=\"");
+        append_value(out, *le);
+        g_string_append_c(out, '"');
+        any = TRUE;
+    }
+    if (any)
+        g_string_append_c(out, '}');
+    g_string_append_c(out, ' ');
+    append_value(out, value);
+    g_string_append_c(out, '\n');
+}
+
+static void
+append_series(GString *out, PlegMetric *metric, Series *series)
+{
+    guint64 cumulative = 0;
+    double inf = INFINITY;
+
+    if (metric->type != PLEG_METRIC_HISTOGRAM) {
+        append_sample(out, metric, "", series, NULL, series ? series->value : 0);
+        return;
+    }
+    for (gsize i = 0; i <= metric->n_buckets; i++) {
+        cumulative += series ? series->bucket_counts[i] : 0;
+        append_sample(out, metric, "_bucket", series,
+                      i < metric->n_buckets ? &metric->buckets[i] : &inf, (double)cumulative);
+    }
+    append_sample(out, metric, "_sum", series, NULL, series ? series->value : 0);
+    append_sample(out, metric, "_count", series, NULL, series ? (double)series->count : 0);
+}
+
+static int
+compare_series(gconstpointer a, gconstpointer b, gpointer user_data)
+{
+    const Series *sa = *(Series *const *)a;
+    const Series *sb = *(Series *const *)b;
+    guint n_labels = GPOINTER_TO_UINT(user_data);
+
+    for (guint i = 0; i < n_labels; i++) {
+        int r = strcmp(sa->label_values[i], sb->label_values[i]);
+
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
+static int
+compare_names(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void
+append_metric(GString *out, PlegMetric *metric)
+{
+    g_autoptr(GPtrArray) series = g_ptr_array_new();
+    GHashTableIter iter;
+    gpointer value;
+
+    g_string_append_printf(out, "# HELP %s ", metric->name);
+    append_escaped(out, metric->help, FALSE);
+    g_string_append_printf(out, "\n# TYPE %s %s\n", metric->name, type_name(metric->type));
+
+    g_hash_table_iter_init(&iter, metric->series);
+    while (g_hash_table_iter_next(&iter, NULL, &value))
+        g_ptr_array_add(series, value);
+
+    if (series->len == 0) {
+        if (metric->n_labels == 0)
+            append_series(out, metric, NULL);
+        return;
+    }
+    g_ptr_array_sort_with_data(series, compare_series, GUINT_TO_POINTER(metric->n_labels));
+    for (guint i = 0; i < series->len; i++)
+        append_series(out, metric, series->pdata[i]);
+}
+
+char *
+pleg_metrics_registry_expose(PlegMetricsRegistry *registry)
+{
+    g_autofree gpointer *names = NULL;
+    GString *out = g_string_new(NULL);
+    guint n_names;
+
+    g_return_val_if_fail(registry != NULL, NULL);
+
+    g_mutex_lock(&registry->lock);
+    names = g_hash_table_get_keys_as_array(registry->metrics, &n_names);
+    qsort(names, n_names, sizeof(gpointer), compare_names);
+    for (guint i = 0; i < n_names; i++)
+        append_metric(out, g_hash_table_lookup(registry->metrics, names[i]));
+    g_mutex_unlock(&registry->lock);
+
+    return g_string_free(out, FALSE);
+}

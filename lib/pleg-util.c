@@ -1,0 +1,412 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "pleg/pleg-util.h"
+
+#include <string.h>
+
+#define NSEC_PER_USEC G_GUINT64_CONSTANT(1000)
+#define USEC_PER_MSEC G_GUINT64_CONSTANT(1000)
+#define USEC_PER_SEC  G_GUINT64_CONSTANT(1000000)
+#define DURATION_MAX  (G_GUINT64_CONSTANT(1) << 63) /* |INT64_MIN| nanoseconds */
+
+typedef struct {
+    const char *name;
+    guint64 nsec;
+} DurationUnit;
+
+static const DurationUnit duration_units[] = {
+    {"ns", 1},
+    {"us", 1000},
+    {"\u00b5s", 1000}, /* micro sign */
+    {"\u03bcs", 1000}, /* Greek small letter mu */
+    {"ms", 1000000},
+    {"s", G_GUINT64_CONSTANT(1000000000)},
+    {"m", G_GUINT64_CONSTANT(60000000000)},
+    {"h", G_GUINT64_CONSTANT(3600000000000)},
+};
+
+static gboolean
+duration_error(GError **error, const char *text, const char *what)
+{
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s in duration \"%s\"", what,
+                text);
+    return FALSE;
+}
+
+/* Leading decimal integer; FALSE on overflow past 2^63. */
+static gboolean
+leading_int(const char **p, guint64 *ret)
+{
+    guint64 x = 0;
+
+    for (; g_ascii_isdigit(**p); (*p)++) {
+        if (x > DURATION_MAX / 10)
+            return FALSE;
+        x = x * 10 + (guint64)(**p - '0');
+        if (x > DURATION_MAX)
+            return FALSE;
+    }
+    *ret = x;
+    return TRUE;
+}
+
+/* Fraction digits after the dot; digits that would overflow are dropped, not an error. */
+static void
+leading_fraction(const char **p, guint64 *ret, double *ret_scale)
+{
+    guint64 x = 0;
+    double scale = 1;
+    gboolean overflow = FALSE;
+
+    for (; g_ascii_isdigit(**p); (*p)++) {
+        guint64 y;
+
+        if (overflow)
+            continue;
+        if (x > (DURATION_MAX - 1) / 10) {
+            overflow = TRUE;
+            continue;
+        }
+        y = x * 10 + (guint64)(**p - '0');
+        if (y > DURATION_MAX) {
+            overflow = TRUE;
+            continue;
+        }
+        x = y;
+        scale *= 10;
+    }
+    *ret = x;
+    *ret_scale = scale;
+}
+
+gboolean
+pleg_duration_parse(const char *text, gint64 *ret_usec, GError **error)
+{
+    const char *p = text;
+    gboolean negative = FALSE;
+    guint64 total = 0;
+    gint64 nsec;
+
+    g_return_val_if_fail(text != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+    if (*p == '-' || *p == '+') {
+        negative = *p == '-';
+        p++;
+    }
+    if (g_str_equal(p, "0")) {
+        if (ret_usec)
+            *ret_usec = 0;
+        return TRUE;
+    }
+    if (!*p)
+        return duration_error(error, text, "invalid syntax");
+
+    while (*p) {
+        const char *start;
+        const DurationUnit *unit = NULL;
+        guint64 value, fraction = 0;
+        double scale = 1;
+        gboolean have_int, have_fraction = FALSE;
+        gsize unit_len;
+
+        if (*p != '.' && !g_ascii_isdigit(*p))
+            return duration_error(error, text, "invalid syntax");
+
+        start = p;
+        if (!leading_int(&p, &value))
+            return duration_error(error, text, "overflow");
+        have_int = p != start;
+        if (*p == '.') {
+            p++;
+            start = p;
+            leading_fraction(&p, &fraction, &scale);
+            have_fraction = p != start;
+        }
+        if (!have_int && !have_fraction)
+            return duration_error(error, text, "invalid syntax");
+
+        unit_len = strcspn(p, ".0123456789");
+        if (unit_len == 0)
+            return duration_error(error, text, "missing unit");
+        for (gsize i = 0; i < G_N_ELEMENTS(duration_units); i++) {
+            if (strlen(duration_units[i].name) == unit_len &&
+                strncmp(duration_units[i].name, p, unit_len) == 0) {
+                unit = &duration_units[i];
+                break;
+            }
+        }
+        if (!unit) {
+            g_autofree char *name = g_strndup(p, unit_len);
+            g_autofree char *what = g_strdup_printf("unknown unit \"%s\"", name);
+
+            return duration_error(error, text, what);
+        }
+        p += unit_len;
+
+        if (value > DURATION_MAX / unit->nsec)
+            return duration_error(error, text, "overflow");
+        value *= unit->nsec;
+        if (fraction > 0) {
+            value += (guint64)((double)fraction * ((double)unit->nsec / scale));
+            if (value > DURATION_MAX)
+                return duration_error(error, text, "overflow");
+        }
+        total += value;
+        if (total > DURATION_MAX)
+            return duration_error(error, text, "overflow");
+    }
+
+    if (negative) {
+        nsec = total == DURATION_MAX ? G_MININT64 : -(gint64)total;
+    } else {
+        if (total > DURATION_MAX - 1)
+            return duration_error(error, text, "overflow");
+        nsec = (gint64)total;
+    }
+    if (ret_usec)
+        *ret_usec = nsec / (gint64)NSEC_PER_USEC; /* C division truncates toward zero */
+    return TRUE;
+}
+
+/* ".5", ".000001": @digits wide, trailing zeros trimmed, nothing when @fraction is 0. */
+static void
+append_fraction(GString *out, guint64 fraction, int digits)
+{
+    char buf[32];
+    int len;
+
+    if (fraction == 0)
+        return;
+    len = g_snprintf(buf, sizeof(buf), "%0*" G_GUINT64_FORMAT, digits, fraction);
+    while (len > 0 && buf[len - 1] == '0')
+        len--;
+    g_string_append_c(out, '.');
+    g_string_append_len(out, buf, len);
+}
+
+char *
+pleg_duration_format(gint64 usec)
+{
+    GString *out;
+    guint64 u;
+
+    if (usec == 0)
+        return g_strdup("0s");
+
+    out = g_string_new(NULL);
+    if (usec < 0) {
+        g_string_append_c(out, '-');
+        u = (guint64)(-(usec + 1)) + 1; /* also right for G_MININT64 */
+    } else {
+        u = (guint64)usec;
+    }
+
+    if (u < USEC_PER_MSEC) {
+        g_string_append_printf(out, "%" G_GUINT64_FORMAT "\u00b5s", u);
+    } else if (u < USEC_PER_SEC) {
+        g_string_append_printf(out, "%" G_GUINT64_FORMAT, u / USEC_PER_MSEC);
+        append_fraction(out, u % USEC_PER_MSEC, 3);
+        g_string_append(out, "ms");
+    } else {
+        guint64 secs = u / USEC_PER_SEC;
+        guint64 hours = secs / 3600;
+        guint64 minutes = secs / 60 % 60;
+
+        if (hours > 0)
+            g_string_append_printf(out, "%" G_GUINT64_FORMAT "h", hours);
+        if (hours > 0 || minutes > 0)
+            g_string_append_printf(out, "%" G_GUINT64_FORMAT "m", minutes);
+        g_string_append_printf(out, "%" G_GUINT64_FORMAT, secs % 60);
+        append_fraction(out, u % USEC_PER_SEC, 6);
+        g_string_append_c(out, 's');
+    }
+    return g_string_free(out, FALSE);
+}
+
+char *
+pleg_time_format_rfc3339(gint64 unix_ns)
+{
+    g_autoptr(GDateTime) dt = NULL;
+    g_autofree char *base = NULL;
+    gint64 secs = unix_ns / 1000000000;
+    gint64 nsec = unix_ns % 1000000000;
+    GString *out;
+
+    /* Floor division, so times before 1970 keep a positive fraction. */
+    if (nsec < 0) {
+        nsec += 1000000000;
+        secs--;
+    }
+    dt = g_date_time_new_from_unix_utc(secs);
+    if (!dt)
+        return g_strdup("invalid-time");
+    base = g_date_time_format(dt, "%Y-%m-%dT%H:%M:%S");
+
+    out = g_string_new(base);
+    append_fraction(out, (guint64)nsec, 9);
+    g_string_append_c(out, 'Z');
+    return g_string_free(out, FALSE);
+}
+
+typedef struct {
+    const char *name;
+    PlegFeatureStage stage;
+    gboolean default_enabled;
+} FeatureSpec;
+
+static const FeatureSpec known_features[] = {
+    {PLEG_FEATURE_EVENTED_PLEG, PLEG_FEATURE_ALPHA, FALSE},
+    {PLEG_FEATURE_SYSTEMD_WATCHDOG, PLEG_FEATURE_BETA, TRUE},
+    {PLEG_FEATURE_KUBELET_WATCHDOG_DIAGNOSTICS, PLEG_FEATURE_ALPHA, FALSE},
+};
+
+struct _PlegFeatureGates {
+    gboolean enabled[G_N_ELEMENTS(known_features)];
+};
+
+static int
+feature_index(const char *name)
+{
+    if (!name)
+        return -1;
+    for (gsize i = 0; i < G_N_ELEMENTS(known_features); i++)
+        if (g_str_equal(known_features[i].name, name))
+            return (int)i;
+    return -1;
+}
+
+static gboolean
+unknown_gate_error(GError **error, const char *name)
+{
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "unrecognized feature gate: %s",
+                name);
+    return FALSE;
+}
+
+PlegFeatureGates *
+pleg_feature_gates_new(void)
+{
+    PlegFeatureGates *gates = g_new0(PlegFeatureGates, 1);
+
+    for (gsize i = 0; i < G_N_ELEMENTS(known_features); i++)
+        gates->enabled[i] = known_features[i].default_enabled;
+    return gates;
+}
+
+void
+pleg_feature_gates_free(PlegFeatureGates *gates)
+{
+    g_free(gates);
+}
+
+/* The spellings Go's strconv.ParseBool accepts. */
+static gboolean
+parse_bool(const char *text, gboolean *ret)
+{
+    static const char *const yes[] = {"1", "t", "T", "TRUE", "true", "True"};
+    static const char *const no[] = {"0", "f", "F", "FALSE", "false", "False"};
+
+    for (gsize i = 0; i < G_N_ELEMENTS(yes); i++) {
+        if (g_str_equal(text, yes[i])) {
+            *ret = TRUE;
+            return TRUE;
+        }
+        if (g_str_equal(text, no[i])) {
+            *ret = FALSE;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+gboolean
+pleg_feature_gates_parse(PlegFeatureGates *gates, const char *text, GError **error)
+{
+    g_auto(GStrv) items = NULL;
+    PlegFeatureGates staged;
+
+    g_return_val_if_fail(gates != NULL, FALSE);
+    g_return_val_if_fail(text != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+    staged = *gates;
+    items = g_strsplit(text, ",", -1);
+    for (guint i = 0; items[i]; i++) {
+        char *item = g_strstrip(items[i]);
+        char *eq, *name, *value;
+        gboolean enabled;
+        int idx;
+
+        if (!*item)
+            continue;
+        eq = strchr(item, '=');
+        if (!eq) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "malformed feature gate \"%s\", expected Name=true|false", item);
+            return FALSE;
+        }
+        *eq = '\0';
+        name = g_strstrip(item);
+        value = g_strstrip(eq + 1);
+
+        idx = feature_index(name);
+        if (idx < 0)
+            return unknown_gate_error(error, name);
+        if (!parse_bool(value, &enabled)) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid value of %s=%s, err: not a boolean (want true or false)", name,
+                        value);
+            return FALSE;
+        }
+        staged.enabled[idx] = enabled;
+    }
+
+    *gates = staged;
+    return TRUE;
+}
+
+gboolean
+pleg_feature_gates_set(PlegFeatureGates *gates, const char *name, gboolean enabled, GError **error)
+{
+    int idx;
+
+    g_return_val_if_fail(gates != NULL, FALSE);
+    g_return_val_if_fail(name != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+    idx = feature_index(name);
+    if (idx < 0)
+        return unknown_gate_error(error, name);
+    gates->enabled[idx] = !!enabled;
+    return TRUE;
+}
+
+gboolean
+pleg_feature_gates_enabled(const PlegFeatureGates *gates, const char *name)
+{
+    int idx;
+
+    g_return_val_if_fail(gates != NULL, FALSE);
+
+    idx = feature_index(name);
+    if (idx < 0) {
+        g_debug("feature gate %s is unknown, taking it as disabled", name ? name : "(null)");
+        return FALSE;
+    }
+    return gates->enabled[idx];
+}
+
+gboolean
+pleg_feature_gates_known(const PlegFeatureGates *gates, const char *name,
+                         PlegFeatureStage *ret_stage, gboolean *ret_default)
+{
+    int idx = feature_index(name);
+
+    if (idx < 0)
+        return FALSE;
+    if (ret_stage)
+        *ret_stage = known_features[idx].stage;
+    if (ret_default)
+        *ret_default = known_features[idx].default_enabled;
+    return TRUE;
+}

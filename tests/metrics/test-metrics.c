@@ -1,0 +1,693 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <check.h>
+#include <gio/gio.h>
+#include <math.h>
+#include <string.h>
+
+#include "pleg/pleg-metrics.h"
+
+#define LV(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/*
+ * Tests run with G_DEBUG=fatal-warnings; a test that provokes a g_critical on purpose arms
+ * this writer, which swallows (and counts) criticals instead of aborting.
+ */
+static gboolean expect_criticals;
+static guint n_criticals;
+
+static GLogWriterOutput
+log_writer(GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer user_data)
+{
+    if (expect_criticals && (level & G_LOG_LEVEL_CRITICAL)) {
+        n_criticals++;
+        return G_LOG_WRITER_HANDLED;
+    }
+    return g_log_writer_default(level, fields, n_fields, user_data);
+}
+
+static void
+expect_critical_begin(void)
+{
+    n_criticals = 0;
+    expect_criticals = TRUE;
+}
+
+static guint
+expect_critical_end(void)
+{
+    expect_criticals = FALSE;
+    return n_criticals;
+}
+
+static char *
+expose(PlegMetricsRegistry *registry)
+{
+    return pleg_metrics_registry_expose(registry);
+}
+
+#define ck_assert_contains(haystack, needle)                                                       \
+    ck_assert_msg(strstr((haystack), (needle)) != NULL, "expected \"%s\" in:\n%s", (needle),       \
+                  (haystack))
+
+START_TEST(test_counter)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    g_autofree char *text0 = NULL, *text1 = NULL;
+    PlegMetric *counter;
+
+    counter = pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_events_total",
+                                    "Events seen.", NULL, NULL, 0);
+    ck_assert_ptr_nonnull(counter);
+    ck_assert_ptr_eq(pleg_metrics_lookup(registry, "test_events_total"), counter);
+    ck_assert_ptr_null(pleg_metrics_lookup(registry, "test_other"));
+
+    text0 = expose(registry);
+    ck_assert_str_eq(text0, "# HELP test_events_total Events seen.\n"
+                            "# TYPE test_events_total counter\n"
+                            "test_events_total 0\n");
+
+    pleg_metric_inc(counter, NULL);
+    pleg_metric_inc(counter, NULL);
+    pleg_metric_add(counter, NULL, 3);
+    pleg_metric_add(counter, LV(NULL), 0.5); /* an empty array is as good as NULL */
+    ck_assert_double_eq(pleg_metric_get(counter, NULL), 5.5);
+    ck_assert_uint_eq(pleg_metric_get_count(counter, NULL), 5);
+
+    text1 = expose(registry);
+    ck_assert_contains(text1, "\ntest_events_total 5.5\n");
+
+    /* A counter never goes down. */
+    expect_critical_begin();
+    pleg_metric_add(counter, NULL, -1);
+    pleg_metric_set(counter, NULL, 1);
+    pleg_metric_observe(counter, NULL, 1);
+    ck_assert_uint_eq(expect_critical_end(), 3);
+    ck_assert_double_eq(pleg_metric_get(counter, NULL), 5.5);
+
+    /* A NULL metric costs nothing. */
+    pleg_metric_inc(NULL, NULL);
+    pleg_metric_add(NULL, NULL, 1);
+    pleg_metric_set(NULL, NULL, 1);
+    pleg_metric_observe(NULL, NULL, 1);
+    pleg_metric_reset(NULL);
+    ck_assert_double_eq(pleg_metric_get(NULL, NULL), 0);
+    ck_assert_uint_eq(pleg_metric_get_count(NULL, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_gauge)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    g_autofree char *text = NULL;
+    PlegMetric *gauge;
+
+    gauge = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_running_pods", "Running pods.",
+                                  NULL, NULL, 0);
+    ck_assert_ptr_nonnull(gauge);
+    ck_assert_double_eq(pleg_metric_get(gauge, NULL), 0);
+
+    pleg_metric_set(gauge, NULL, 7);
+    pleg_metric_add(gauge, NULL, -2);
+    pleg_metric_inc(gauge, NULL);
+    ck_assert_double_eq(pleg_metric_get(gauge, NULL), 6);
+    pleg_metric_set(gauge, NULL, -3.25);
+    ck_assert_double_eq(pleg_metric_get(gauge, NULL), -3.25);
+    ck_assert_uint_eq(pleg_metric_get_count(gauge, NULL), 0);
+
+    text = expose(registry);
+    ck_assert_str_eq(text, "# HELP test_running_pods Running pods.\n"
+                           "# TYPE test_running_pods gauge\n"
+                           "test_running_pods -3.25\n");
+
+    expect_critical_begin();
+    pleg_metric_observe(gauge, NULL, 1);
+    ck_assert_uint_eq(expect_critical_end(), 1);
+
+    /* reset drops the series; an unlabelled metric then shows zero again. */
+    pleg_metric_reset(gauge);
+    ck_assert_double_eq(pleg_metric_get(gauge, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_histogram)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    static const double buckets[] = {0.1, 1, 10};
+    g_autofree char *text = NULL, *empty = NULL;
+    PlegMetric *hist;
+
+    hist = pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_duration_seconds",
+                                 "Durations.", NULL, buckets, G_N_ELEMENTS(buckets));
+    ck_assert_ptr_nonnull(hist);
+
+    empty = expose(registry);
+    ck_assert_str_eq(empty, "# HELP test_duration_seconds Durations.\n"
+                            "# TYPE test_duration_seconds histogram\n"
+                            "test_duration_seconds_bucket{le=\"0.1\"} 0\n"
+                            "test_duration_seconds_bucket{le=\"1\"} 0\n"
+                            "test_duration_seconds_bucket{le=\"10\"} 0\n"
+                            "test_duration_seconds_bucket{le=\"+Inf\"} 0\n"
+                            "test_duration_seconds_sum 0\n"
+                            "test_duration_seconds_count 0\n");
+
+    pleg_metric_observe(hist, NULL, 0.05);
+    pleg_metric_observe(hist, NULL, 0.1); /* bounds are inclusive */
+    pleg_metric_observe(hist, NULL, 0.5);
+    pleg_metric_observe(hist, NULL, 20);
+    ck_assert_uint_eq(pleg_metric_get_count(hist, NULL), 4);
+    ck_assert_double_eq_tol(pleg_metric_get(hist, NULL), 20.65, 1e-9);
+
+    text = expose(registry);
+    ck_assert_contains(text, "test_duration_seconds_bucket{le=\"0.1\"} 2\n"
+                             "test_duration_seconds_bucket{le=\"1\"} 3\n"
+                             "test_duration_seconds_bucket{le=\"10\"} 3\n"
+                             "test_duration_seconds_bucket{le=\"+Inf\"} 4\n"
+                             "test_duration_seconds_sum 20.65\n"
+                             "test_duration_seconds_count 4\n");
+
+    expect_critical_begin();
+    pleg_metric_inc(hist, NULL);
+    pleg_metric_set(hist, NULL, 1);
+    ck_assert_uint_eq(expect_critical_end(), 2);
+    ck_assert_uint_eq(pleg_metric_get_count(hist, NULL), 4);
+}
+END_TEST
+
+START_TEST(test_histogram_buckets)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    static const double with_inf[] = {1, 2, INFINITY};
+    static const double unsorted[] = {1, 0.5};
+    static const double repeated[] = {1, 1};
+    static const double with_nan[] = {1, NAN};
+    g_autofree char *text = NULL;
+    PlegMetric *def, *inf;
+
+    ck_assert_double_eq(PLEG_METRICS_DEFAULT_BUCKETS[0], 0.005);
+    ck_assert_double_eq(PLEG_METRICS_DEFAULT_BUCKETS[10], 10);
+
+    def = pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_default_seconds", "D.", NULL,
+                                NULL, 0);
+    ck_assert_ptr_nonnull(def);
+    inf = pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_inf_seconds", "I.", NULL,
+                                with_inf, G_N_ELEMENTS(with_inf));
+    ck_assert_ptr_nonnull(inf);
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_a", "", NULL,
+                                             unsorted, G_N_ELEMENTS(unsorted)));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_b", "", NULL,
+                                             repeated, G_N_ELEMENTS(repeated)));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_c", "", NULL,
+                                             with_nan, G_N_ELEMENTS(with_nan)));
+
+    pleg_metric_observe(def, NULL, 0.3);
+    pleg_metric_observe(inf, NULL, 3);
+    text = expose(registry);
+    ck_assert_contains(text, "test_default_seconds_bucket{le=\"0.005\"} 0\n"
+                             "test_default_seconds_bucket{le=\"0.01\"} 0\n"
+                             "test_default_seconds_bucket{le=\"0.025\"} 0\n"
+                             "test_default_seconds_bucket{le=\"0.05\"} 0\n"
+                             "test_default_seconds_bucket{le=\"0.1\"} 0\n"
+                             "test_default_seconds_bucket{le=\"0.25\"} 0\n"
+                             "test_default_seconds_bucket{le=\"0.5\"} 1\n"
+                             "test_default_seconds_bucket{le=\"1\"} 1\n"
+                             "test_default_seconds_bucket{le=\"2.5\"} 1\n"
+                             "test_default_seconds_bucket{le=\"5\"} 1\n"
+                             "test_default_seconds_bucket{le=\"10\"} 1\n"
+                             "test_default_seconds_bucket{le=\"+Inf\"} 1\n"
+                             "test_default_seconds_sum 0.3\n");
+    /* An explicit +Inf bound is the implicit one, not a second bucket. */
+    ck_assert_contains(text, "test_inf_seconds_bucket{le=\"2\"} 0\n"
+                             "test_inf_seconds_bucket{le=\"+Inf\"} 1\n"
+                             "test_inf_seconds_sum 3\n");
+}
+END_TEST
+
+START_TEST(test_labels)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    static const char *const labels[] = {"relist_source", "kind", NULL};
+    g_autofree char *empty = NULL, *text = NULL, *after_reset = NULL;
+    PlegMetric *counter, *hist;
+
+    counter = pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_events_total", "E.",
+                                    labels, NULL, 0);
+    hist =
+        pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_latency_seconds", "L.",
+                              (const char *const[]){"relist_source", NULL}, (const double[]){1}, 1);
+    ck_assert_ptr_nonnull(counter);
+    ck_assert_ptr_nonnull(hist);
+
+    /* A labelled metric without series shows only its HELP and TYPE lines. */
+    empty = expose(registry);
+    ck_assert_str_eq(empty, "# HELP test_events_total E.\n"
+                            "# TYPE test_events_total counter\n"
+                            "# HELP test_latency_seconds L.\n"
+                            "# TYPE test_latency_seconds histogram\n");
+
+    pleg_metric_inc(counter, LV("global", "b"));
+    pleg_metric_add(counter, LV("global", "a"), 2);
+    pleg_metric_add(counter, LV("evented_pleg", "z"), 4);
+    pleg_metric_inc(counter, LV("global", "b"));
+    pleg_metric_observe(hist, LV("post_sync"), 0.5);
+    pleg_metric_observe(hist, LV("global"), 2);
+
+    ck_assert_double_eq(pleg_metric_get(counter, LV("global", "b")), 2);
+    ck_assert_double_eq(pleg_metric_get(counter, LV("global", "a")), 2);
+    ck_assert_double_eq(pleg_metric_get(counter, LV("evented_pleg", "z")), 4);
+    ck_assert_double_eq(pleg_metric_get(counter, LV("global", "c")), 0);
+    ck_assert_uint_eq(pleg_metric_get_count(hist, LV("global")), 1);
+
+    /* Series come sorted by label values, label names in registration order, le last. */
+    text = expose(registry);
+    ck_assert_str_eq(text,
+                     "# HELP test_events_total E.\n"
+                     "# TYPE test_events_total counter\n"
+                     "test_events_total{relist_source=\"evented_pleg\",kind=\"z\"} 4\n"
+                     "test_events_total{relist_source=\"global\",kind=\"a\"} 2\n"
+                     "test_events_total{relist_source=\"global\",kind=\"b\"} 2\n"
+                     "# HELP test_latency_seconds L.\n"
+                     "# TYPE test_latency_seconds histogram\n"
+                     "test_latency_seconds_bucket{relist_source=\"global\",le=\"1\"} 0\n"
+                     "test_latency_seconds_bucket{relist_source=\"global\",le=\"+Inf\"} 1\n"
+                     "test_latency_seconds_sum{relist_source=\"global\"} 2\n"
+                     "test_latency_seconds_count{relist_source=\"global\"} 1\n"
+                     "test_latency_seconds_bucket{relist_source=\"post_sync\",le=\"1\"} 1\n"
+                     "test_latency_seconds_bucket{relist_source=\"post_sync\",le=\"+Inf\"} 1\n"
+                     "test_latency_seconds_sum{relist_source=\"post_sync\"} 0.5\n"
+                     "test_latency_seconds_count{relist_source=\"post_sync\"} 1\n");
+
+    /* Wrong number of label values is a bug: a critical, and nothing changes. */
+    expect_critical_begin();
+    pleg_metric_inc(counter, NULL);
+    pleg_metric_inc(counter, LV("global"));
+    pleg_metric_observe(hist, NULL, 1);
+    ck_assert_double_eq(pleg_metric_get(counter, LV("global")), 0);
+    ck_assert_uint_eq(expect_critical_end(), 4);
+    {
+        g_autofree char *again = expose(registry);
+        ck_assert_str_eq(again, text);
+    }
+
+    expect_critical_begin();
+    pleg_metric_inc(pleg_metrics_lookup(registry, "test_events_total"), LV("\xff", "a"));
+    ck_assert_uint_eq(expect_critical_end(), 1);
+
+    pleg_metric_reset(counter);
+    ck_assert_double_eq(pleg_metric_get(counter, LV("global", "b")), 0);
+    after_reset = expose(registry);
+    ck_assert_str_eq(after_reset,
+                     "# HELP test_events_total E.\n"
+                     "# TYPE test_events_total counter\n"
+                     "# HELP test_latency_seconds L.\n"
+                     "# TYPE test_latency_seconds histogram\n"
+                     "test_latency_seconds_bucket{relist_source=\"global\",le=\"1\"} 0\n"
+                     "test_latency_seconds_bucket{relist_source=\"global\",le=\"+Inf\"} 1\n"
+                     "test_latency_seconds_sum{relist_source=\"global\"} 2\n"
+                     "test_latency_seconds_count{relist_source=\"global\"} 1\n"
+                     "test_latency_seconds_bucket{relist_source=\"post_sync\",le=\"1\"} 1\n"
+                     "test_latency_seconds_bucket{relist_source=\"post_sync\",le=\"+Inf\"} 1\n"
+                     "test_latency_seconds_sum{relist_source=\"post_sync\"} 0.5\n"
+                     "test_latency_seconds_count{relist_source=\"post_sync\"} 1\n");
+}
+END_TEST
+
+/* Label values that would be ambiguous if joined naively stay separate series. */
+START_TEST(test_label_keys)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    PlegMetric *gauge;
+
+    gauge = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_g", "G.",
+                                  (const char *const[]){"a", "b", NULL}, NULL, 0);
+    pleg_metric_set(gauge, LV("x1:", "y"), 1);
+    pleg_metric_set(gauge, LV("x", "1:y"), 2);
+    pleg_metric_set(gauge, LV("", ""), 3);
+    ck_assert_double_eq(pleg_metric_get(gauge, LV("x1:", "y")), 1);
+    ck_assert_double_eq(pleg_metric_get(gauge, LV("x", "1:y")), 2);
+    ck_assert_double_eq(pleg_metric_get(gauge, LV("", "")), 3);
+}
+END_TEST
+
+START_TEST(test_registration)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    static const char *const labels[] = {"container_state", NULL};
+    static const char *const other_labels[] = {"state", NULL};
+    static const char *const two_labels[] = {"container_state", "x", NULL};
+    PlegMetric *gauge, *hist;
+
+    gauge = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "kubelet_running_containers",
+                                  "Running containers.", labels, NULL, 0);
+    ck_assert_ptr_nonnull(gauge);
+    pleg_metric_set(gauge, LV("running"), 3);
+
+    /* The same registration returns the same metric and keeps its series. */
+    ck_assert_ptr_eq(pleg_metrics_register(registry, PLEG_METRIC_GAUGE,
+                                           "kubelet_running_containers", "Other help.",
+                                           (const char *const[]){"container_state", NULL}, NULL, 0),
+                     gauge);
+    ck_assert_double_eq(pleg_metric_get(gauge, LV("running")), 3);
+
+    /* Another type or other labels conflict. */
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_COUNTER,
+                                             "kubelet_running_containers", "", labels, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(
+        registry, PLEG_METRIC_GAUGE, "kubelet_running_containers", "", other_labels, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(
+        registry, PLEG_METRIC_GAUGE, "kubelet_running_containers", "", two_labels, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_GAUGE,
+                                             "kubelet_running_containers", "", NULL, NULL, 0));
+    ck_assert_ptr_eq(pleg_metrics_lookup(registry, "kubelet_running_containers"), gauge);
+
+    /* Metric names. */
+    ck_assert_ptr_nonnull(
+        pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "ns:sub_x9", "", NULL, NULL, 0));
+    ck_assert_ptr_nonnull(
+        pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "_x", "", NULL, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "", "", NULL, NULL, 0));
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "9abc", "", NULL, NULL, 0));
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "a-b", "", NULL, NULL, 0));
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "a b", "", NULL, NULL, 0));
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "caf\xc3\xa9", "", NULL, NULL, 0));
+
+    /* Label names: no colon, no leading digit, "__" reserved, "le" only outside histograms. */
+    ck_assert_ptr_nonnull(pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_le_ok", "",
+                                                (const char *const[]){"le", NULL}, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_le_bad", "",
+                                             (const char *const[]){"le", NULL}, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_l1", "",
+                                             (const char *const[]){"__name", NULL}, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_l2", "",
+                                             (const char *const[]){"a:b", NULL}, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_l3", "",
+                                             (const char *const[]){"1a", NULL}, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_l4", "",
+                                             (const char *const[]){"", NULL}, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_l5", "",
+                                             (const char *const[]){"a", "a", NULL}, NULL, 0));
+    ck_assert_ptr_nonnull(pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_l6", "",
+                                                (const char *const[]){"_a", "B9", NULL}, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_lookup(registry, "test_l1"));
+
+    /* A histogram's derived series names are taken, both ways round. */
+    hist =
+        pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_h_seconds", "", NULL, NULL, 0);
+    ck_assert_ptr_nonnull(hist);
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_h_seconds_count",
+                                             "", NULL, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_h_seconds_sum", "",
+                                             NULL, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_h_seconds_bucket",
+                                             "", NULL, NULL, 0));
+    ck_assert_ptr_nonnull(
+        pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_q_sum", "", NULL, NULL, 0));
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_q", "", NULL, NULL, 0));
+}
+END_TEST
+
+START_TEST(test_escaping)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    g_autofree char *text = NULL;
+    PlegMetric *gauge;
+
+    gauge = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_escape",
+                                  "Back\\slash, \"quotes\" and\nnewline.",
+                                  (const char *const[]){"reason", NULL}, NULL, 0);
+    pleg_metric_set(gauge, LV("a\\b \"c\"\nd"), 1);
+    text = expose(registry);
+    ck_assert_str_eq(text, "# HELP test_escape Back\\\\slash, \"quotes\" and\\nnewline.\n"
+                           "# TYPE test_escape gauge\n"
+                           "test_escape{reason=\"a\\\\b \\\"c\\\"\\nd\"} 1\n");
+}
+END_TEST
+
+START_TEST(test_number_format)
+{
+    static const struct {
+        double value;
+        const char *text;
+    } cases[] = {
+        {0, "0"},
+        {-0.0, "0"},
+        {1, "1"},
+        {-7, "-7"},
+        {123456789, "123456789"},
+        {1795966735, "1795966735"},
+        {0.1, "0.1"},
+        {2.5, "2.5"},
+        {-0.005, "-0.005"},
+        {1.0 / 3, "0.3333333333333333"},
+        {1e20, "1e+20"},
+        {1.5e-9, "1.5e-09"},
+        {INFINITY, "+Inf"},
+        {-INFINITY, "-Inf"},
+        {NAN, "NaN"},
+    };
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    PlegMetric *gauge;
+
+    gauge = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_value", "V.", NULL, NULL, 0);
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *text = NULL;
+        g_autofree char *expected = g_strdup_printf("\ntest_value %s\n", cases[i].text);
+
+        pleg_metric_set(gauge, NULL, cases[i].value);
+        text = expose(registry);
+        ck_assert_contains(text, expected);
+    }
+}
+END_TEST
+
+#define N_THREADS    4
+#define N_INCREMENTS 50000
+
+static gpointer
+hammer(gpointer data)
+{
+    PlegMetricsRegistry *registry = data;
+    PlegMetric *counter = pleg_metrics_lookup(registry, "test_concurrent_total");
+    PlegMetric *hist = pleg_metrics_lookup(registry, "test_concurrent_seconds");
+    static const char *const sources[] = {"global", "post_sync"};
+
+    for (guint i = 0; i < N_INCREMENTS; i++) {
+        pleg_metric_inc(counter, LV(sources[i % 2]));
+        pleg_metric_observe(hist, NULL, 0.25);
+        if (i % 5000 == 0)
+            g_free(pleg_metrics_registry_expose(registry));
+    }
+    return NULL;
+}
+
+START_TEST(test_concurrent)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    GThread *threads[N_THREADS];
+    PlegMetric *counter, *hist;
+
+    counter = pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_concurrent_total", "C.",
+                                    (const char *const[]){"relist_source", NULL}, NULL, 0);
+    hist = pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_concurrent_seconds", "H.",
+                                 NULL, NULL, 0);
+
+    for (guint i = 0; i < N_THREADS; i++)
+        threads[i] = g_thread_new("hammer", hammer, registry);
+    for (guint i = 0; i < N_THREADS; i++)
+        g_thread_join(threads[i]);
+
+    ck_assert_double_eq(pleg_metric_get(counter, LV("global")), N_THREADS * N_INCREMENTS / 2);
+    ck_assert_double_eq(pleg_metric_get(counter, LV("post_sync")), N_THREADS * N_INCREMENTS / 2);
+    ck_assert_uint_eq(pleg_metric_get_count(hist, NULL), N_THREADS * N_INCREMENTS);
+    ck_assert_double_eq(pleg_metric_get(hist, NULL), N_THREADS * N_INCREMENTS * 0.25);
+}
+END_TEST
+
+START_TEST(test_refcount)
+{
+    PlegMetricsRegistry *registry = pleg_metrics_registry_new();
+    PlegMetric *counter;
+
+    counter =
+        pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_total", "T.", NULL, NULL, 0);
+    ck_assert_ptr_eq(pleg_metrics_registry_ref(registry), registry);
+    pleg_metrics_registry_unref(registry);
+    pleg_metric_inc(counter, NULL);
+    ck_assert_double_eq(pleg_metric_get(counter, NULL), 1);
+    pleg_metrics_registry_unref(registry);
+    pleg_metrics_registry_unref(NULL);
+}
+END_TEST
+
+/* A registry holding every kind, labelled and not, with values that need escaping. */
+static PlegMetricsRegistry *
+full_registry(void)
+{
+    PlegMetricsRegistry *registry = pleg_metrics_registry_new();
+    PlegMetric *m;
+
+    m = pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM,
+                              "kubelet_pleg_relist_duration_seconds",
+                              "Duration in seconds for relisting pods in PLEG.", NULL, NULL, 0);
+    pleg_metric_observe(m, NULL, 0.007);
+    pleg_metric_observe(m, NULL, 0.3);
+    pleg_metric_observe(m, NULL, 42);
+
+    pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM,
+                          "kubelet_pleg_pod_relist_duration_seconds",
+                          "Duration in seconds for relisting one pod.", NULL, NULL, 0);
+
+    m = pleg_metrics_register(
+        registry, PLEG_METRIC_HISTOGRAM, "kubelet_evented_pleg_connection_latency_seconds",
+        "Latency, by source.", (const char *const[]){"source", NULL}, (const double[]){0.1, 1}, 2);
+    pleg_metric_observe(m, LV("a"), 0.05);
+    pleg_metric_observe(m, LV("b\\\"\n"), 5);
+
+    m = pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "kubelet_pleg_events_total",
+                              "Events by relist source.\nSecond line with a \\ backslash.",
+                              (const char *const[]){"relist_source", NULL}, NULL, 0);
+    pleg_metric_add(m, LV("global"), 12);
+    pleg_metric_add(m, LV("post_sync"), 3);
+    pleg_metric_add(m, LV("evented_pleg"), 0.5);
+
+    pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "kubelet_pleg_unused_total",
+                          "Never incremented.", NULL, NULL, 0);
+    pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "kubelet_pleg_labelled_unused_total",
+                          "Labelled, never incremented.", (const char *const[]){"reason", NULL},
+                          NULL, 0);
+
+    m = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "kubelet_pleg_last_seen_seconds",
+                              "Timestamp in seconds when PLEG was last seen active.", NULL, NULL,
+                              0);
+    pleg_metric_set(m, NULL, 1795966735.123456);
+
+    m = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "kubelet_running_containers",
+                              "Number of containers currently running.",
+                              (const char *const[]){"container_state", NULL}, NULL, 0);
+    pleg_metric_set(m, LV("running"), 3);
+    pleg_metric_set(m, LV("exited"), 1);
+    pleg_metric_set(m, LV("unknown"), NAN);
+    pleg_metric_set(m, LV("created"), -INFINITY);
+
+    m = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "kubelet_running_pods",
+                              "Number of pods that have a running pod sandbox.", NULL, NULL, 0);
+    pleg_metric_set(m, NULL, 2);
+    return registry;
+}
+
+START_TEST(test_promtool)
+{
+    g_autoptr(PlegMetricsRegistry) registry = full_registry();
+    g_autofree char *text = pleg_metrics_registry_expose(registry);
+    g_autofree char *promtool = g_find_program_in_path("promtool");
+    g_autoptr(GSubprocess) proc = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = NULL, *err = NULL;
+    gboolean ok;
+
+    /* CI installs prometheus: a missing promtool is a failure, not a reason to skip. */
+    ck_assert_msg(promtool != NULL, "promtool not found in PATH (install prometheus)");
+
+    proc = g_subprocess_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+                                G_SUBPROCESS_FLAGS_STDERR_PIPE,
+                            &error, promtool, "check", "metrics", NULL);
+    ck_assert_msg(proc != NULL, "spawning %s: %s", promtool, error ? error->message : "?");
+    ck_assert_msg(g_subprocess_communicate_utf8(proc, text, NULL, &out, &err, &error),
+                  "promtool: %s", error ? error->message : "?");
+    g_subprocess_wait(proc, NULL, NULL);
+    ok = g_subprocess_get_if_exited(proc) && g_subprocess_get_exit_status(proc) == 0;
+    /* Check limits the size of a failure message: the details go to stderr. */
+    if (!ok)
+        g_printerr("promtool check metrics failed.\nInput:\n%s\nstdout:\n%s\nstderr:\n%s\n", text,
+                   out, err);
+    ck_assert_msg(ok, "promtool check metrics failed (details on stderr)");
+}
+END_TEST
+
+START_TEST(test_golden)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    g_autofree char *text = NULL;
+    PlegMetric *m;
+
+    /* Registered out of order on purpose: exposition sorts by name. */
+    m = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "kubelet_running_pods",
+                              "Number of pods that have a running pod sandbox", NULL, NULL, 0);
+    pleg_metric_set(m, NULL, 4);
+    m = pleg_metrics_register(
+        registry, PLEG_METRIC_HISTOGRAM, "kubelet_pleg_relist_interval_seconds",
+        "Interval in seconds between relisting in PLEG.", NULL, (const double[]){0.5, 1, 2.5}, 3);
+    pleg_metric_observe(m, NULL, 1.0);
+    pleg_metric_observe(m, NULL, 1.25);
+    m = pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "kubelet_pleg_discard_events",
+                              "The number of discard events in PLEG.", NULL, NULL, 0);
+    m = pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "kubelet_pleg_events_total",
+                              "PLEG events by relist source",
+                              (const char *const[]){"relist_source", NULL}, NULL, 0);
+    pleg_metric_add(m, LV("post_sync"), 2);
+    pleg_metric_add(m, LV("global"), 10);
+
+    text = pleg_metrics_registry_expose(registry);
+    ck_assert_str_eq(text,
+                     "# HELP kubelet_pleg_discard_events The number of discard events in PLEG.\n"
+                     "# TYPE kubelet_pleg_discard_events counter\n"
+                     "kubelet_pleg_discard_events 0\n"
+                     "# HELP kubelet_pleg_events_total PLEG events by relist source\n"
+                     "# TYPE kubelet_pleg_events_total counter\n"
+                     "kubelet_pleg_events_total{relist_source=\"global\"} 10\n"
+                     "kubelet_pleg_events_total{relist_source=\"post_sync\"} 2\n"
+                     "# HELP kubelet_pleg_relist_interval_seconds Interval in seconds between "
+                     "relisting in PLEG.\n"
+                     "# TYPE kubelet_pleg_relist_interval_seconds histogram\n"
+                     "kubelet_pleg_relist_interval_seconds_bucket{le=\"0.5\"} 0\n"
+                     "kubelet_pleg_relist_interval_seconds_bucket{le=\"1\"} 1\n"
+                     "kubelet_pleg_relist_interval_seconds_bucket{le=\"2.5\"} 2\n"
+                     "kubelet_pleg_relist_interval_seconds_bucket{le=\"+Inf\"} 2\n"
+                     "kubelet_pleg_relist_interval_seconds_sum 2.25\n"
+                     "kubelet_pleg_relist_interval_seconds_count 2\n"
+                     "# HELP kubelet_running_pods Number of pods that have a running pod "
+                     "sandbox\n"
+                     "# TYPE kubelet_running_pods gauge\n"
+                     "kubelet_running_pods 4\n");
+}
+END_TEST
+
+static Suite *
+metrics_suite(void)
+{
+    Suite *s = suite_create("metrics");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_test(tc, test_counter);
+    tcase_add_test(tc, test_gauge);
+    tcase_add_test(tc, test_histogram);
+    tcase_add_test(tc, test_histogram_buckets);
+    tcase_add_test(tc, test_labels);
+    tcase_add_test(tc, test_label_keys);
+    tcase_add_test(tc, test_registration);
+    tcase_add_test(tc, test_escaping);
+    tcase_add_test(tc, test_number_format);
+    tcase_add_test(tc, test_concurrent);
+    tcase_add_test(tc, test_refcount);
+    tcase_add_test(tc, test_promtool);
+    tcase_add_test(tc, test_golden);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *runner = srunner_create(metrics_suite());
+    int failed;
+
+    g_log_set_writer_func(log_writer, NULL, NULL);
+    srunner_run_all(runner, CK_NORMAL);
+    failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
