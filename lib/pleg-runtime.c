@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "pleg-config.h"
+
+#include <pleg/pleg-runtime.h>
+
+struct _PlegRuntime {
+    gatomicrefcount ref_count;
+    const PlegRuntimeVTable *vtable;
+    gpointer impl;
+};
+
+PlegRuntime *
+pleg_runtime_new(const PlegRuntimeVTable *vtable, gpointer impl)
+{
+    PlegRuntime *runtime;
+
+    g_return_val_if_fail(vtable != NULL, NULL);
+    g_return_val_if_fail(vtable->size >= sizeof(PlegRuntimeVTable), NULL);
+
+    runtime = g_new0(PlegRuntime, 1);
+    g_atomic_ref_count_init(&runtime->ref_count);
+    runtime->vtable = vtable;
+    runtime->impl = impl;
+    return runtime;
+}
+
+PlegRuntime *
+pleg_runtime_ref(PlegRuntime *runtime)
+{
+    g_return_val_if_fail(runtime != NULL, NULL);
+    g_atomic_ref_count_inc(&runtime->ref_count);
+    return runtime;
+}
+
+void
+pleg_runtime_unref(PlegRuntime *runtime)
+{
+    if (!runtime || !g_atomic_ref_count_dec(&runtime->ref_count))
+        return;
+    if (runtime->vtable->finalize)
+        runtime->vtable->finalize(runtime->impl);
+    g_free(runtime);
+}
+
+gboolean
+pleg_runtime_list_pod_sandboxes(PlegRuntime *runtime, GPtrArray **ret_sandboxes,
+                                GCancellable *cancellable, GError **error)
+{
+    g_return_val_if_fail(runtime != NULL && ret_sandboxes != NULL, FALSE);
+    return runtime->vtable->list_pod_sandboxes(runtime->impl, ret_sandboxes, cancellable, error);
+}
+
+gboolean
+pleg_runtime_list_containers(PlegRuntime *runtime, const char *pod_sandbox_id,
+                             GPtrArray **ret_containers, GCancellable *cancellable, GError **error)
+{
+    g_return_val_if_fail(runtime != NULL && ret_containers != NULL, FALSE);
+    return runtime->vtable->list_containers(runtime->impl, pod_sandbox_id, ret_containers,
+                                            cancellable, error);
+}
+
+PlegPodSandboxStatus *
+pleg_runtime_pod_sandbox_status(PlegRuntime *runtime, const char *pod_sandbox_id,
+                                GCancellable *cancellable, GError **error)
+{
+    g_return_val_if_fail(runtime != NULL && pod_sandbox_id != NULL, NULL);
+    return runtime->vtable->pod_sandbox_status(runtime->impl, pod_sandbox_id, cancellable, error);
+}
+
+PlegContainerStatus *
+pleg_runtime_container_status(PlegRuntime *runtime, const char *container_id,
+                              GCancellable *cancellable, GError **error)
+{
+    g_return_val_if_fail(runtime != NULL && container_id != NULL, NULL);
+    return runtime->vtable->container_status(runtime->impl, container_id, cancellable, error);
+}
