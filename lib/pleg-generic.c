@@ -683,7 +683,8 @@ reconcile_pod(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource source, g
         pleg_pod_cache_delete(pleg->cache, pod_uid);
 
     rec->reinspect = FALSE;
-    if (reinspect && transitions->len == 0) {
+    /* A pod that vanished while it waited for reinspection has nothing left to sync. */
+    if (reinspect && transitions->len == 0 && status) {
         Transition sync = {.type = PLEG_POD_SYNC};
         g_array_append_val(transitions, sync);
     }

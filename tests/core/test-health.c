@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* PLEG health over time, driven by a fake clock. */
+#include "core-test.h"
+
+#define MINUTE_NS (60 * NSEC_PER_SEC)
+
+static void
+assert_healthy(Fixture *fx)
+{
+    g_autofree char *message = NULL;
+    gboolean healthy = pleg_generic_healthy(fx->pleg, &message);
+
+    ck_assert_msg(healthy, "unhealthy: %s", message ? message : "(no message)");
+}
+
+static void
+assert_unhealthy(Fixture *fx, const char *expected)
+{
+    g_autofree char *message = NULL;
+
+    ck_assert(!pleg_generic_healthy(fx->pleg, &message));
+    ck_assert(message != NULL);
+    ck_assert_str_eq(message, expected);
+    /* The message is optional. */
+    ck_assert(!pleg_generic_healthy(fx->pleg, NULL));
+}
+
+START_TEST(test_health_before_first_relist)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+
+    assert_unhealthy(fx, "pleg has yet to be successful");
+    fx->clock.now_ns += 10 * MINUTE_NS;
+    assert_unhealthy(fx, "pleg has yet to be successful");
+
+    /* A failed first relist changes nothing. */
+    fake_runtime_fail(fx->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, 1);
+    relist_fails(fx);
+    assert_unhealthy(fx, "pleg has yet to be successful");
+    ck_assert_int_eq(pleg_generic_get_last_relist_time(fx->pleg), 0);
+}
+END_TEST
+
+START_TEST(test_health_threshold)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+
+    fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
+    relist(fx);
+    assert_healthy(fx);
+
+    fx->clock.now_ns = T0_NS + 3 * MINUTE_NS;
+    assert_healthy(fx); /* not more than the threshold yet */
+
+    fx->clock.now_ns = T0_NS + 3 * MINUTE_NS + NSEC_PER_SEC;
+    assert_unhealthy(fx, "pleg was last seen active 3m1s ago; threshold is 3m0s");
+
+    relist(fx);
+    assert_healthy(fx);
+    ck_assert_int_eq(pleg_generic_get_last_relist_time(fx->pleg),
+                     T0_NS + 3 * MINUTE_NS + NSEC_PER_SEC);
+
+    fx->clock.now_ns += 5 * MINUTE_NS + 500 * 1000 * NSEC_PER_USEC;
+    assert_unhealthy(fx, "pleg was last seen active 5m0.5s ago; threshold is 3m0s");
+}
+END_TEST
+
+/* A relist that fails to list does not count as activity. */
+START_TEST(test_health_failed_relist)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+
+    fixture_add_pod(fx, "pod1", "s1", NULL);
+    relist(fx);
+
+    fx->clock.now_ns = T0_NS + 2 * MINUTE_NS;
+    fake_runtime_fail(fx->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, 1);
+    relist_fails(fx);
+    fake_runtime_fail(fx->fake, FAKE_OP_LIST_CONTAINERS, NULL, 1);
+    relist_fails(fx);
+    assert_healthy(fx);
+
+    fx->clock.now_ns = T0_NS + 3 * MINUTE_NS + NSEC_PER_SEC;
+    assert_unhealthy(fx, "pleg was last seen active 3m1s ago; threshold is 3m0s");
+    ck_assert_int_eq(pleg_generic_get_last_relist_time(fx->pleg), T0_NS);
+
+    relist(fx);
+    assert_healthy(fx);
+}
+END_TEST
+
+/* A pod whose inspection fails does not make the relist fail. */
+START_TEST(test_health_inspection_error)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+
+    fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
+    fake_runtime_fail(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, NULL, -1);
+    relist(fx);
+    assert_healthy(fx);
+    ck_assert_int_eq(pleg_generic_get_last_relist_time(fx->pleg), T0_NS);
+}
+END_TEST
+
+START_TEST(test_health_custom_threshold)
+{
+    PlegGenericConfig config;
+    g_autoptr(Fixture) fx = NULL;
+
+    pleg_generic_config_init(&config);
+    ck_assert_int_eq(config.relist_threshold_usec, PLEG_DEFAULT_RELIST_THRESHOLD_USEC);
+    ck_assert_int_eq(config.relist_period_usec, PLEG_DEFAULT_RELIST_PERIOD_USEC);
+    ck_assert_uint_eq(config.relist_queue_capacity, PLEG_DEFAULT_RELIST_QUEUE_CAPACITY);
+    config.relist_threshold_usec = 10 * G_USEC_PER_SEC;
+    fx = fixture_new_full(&config, 0, TRUE);
+
+    relist(fx);
+    fx->clock.now_ns += 10 * NSEC_PER_SEC;
+    assert_healthy(fx);
+    fx->clock.now_ns += 500 * 1000 * NSEC_PER_USEC;
+    assert_unhealthy(fx, "pleg was last seen active 10.5s ago; threshold is 10s");
+}
+END_TEST
+
+START_TEST(test_health_last_seen_gauge)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+
+    relist(fx);
+    fx->clock.now_ns += 4 * MINUTE_NS;
+    ck_assert(!pleg_generic_healthy(fx->pleg, NULL));
+    ck_assert_double_eq_tol(metric_value(fx, "kubelet_pleg_last_seen_seconds", NULL),
+                            (double)T0_NS / NSEC_PER_SEC, 1e-3);
+
+    fx->clock.now_ns += NSEC_PER_SEC;
+    relist(fx);
+    assert_healthy(fx);
+    ck_assert_double_eq_tol(metric_value(fx, "kubelet_pleg_last_seen_seconds", NULL),
+                            (double)(T0_NS + 4 * MINUTE_NS + NSEC_PER_SEC) / NSEC_PER_SEC, 1e-3);
+}
+END_TEST
+
+static Suite *
+health_suite(void)
+{
+    Suite *suite = suite_create("health");
+    TCase *tc = tcase_create("health");
+
+    tcase_add_test(tc, test_health_before_first_relist);
+    tcase_add_test(tc, test_health_threshold);
+    tcase_add_test(tc, test_health_failed_relist);
+    tcase_add_test(tc, test_health_inspection_error);
+    tcase_add_test(tc, test_health_custom_threshold);
+    tcase_add_test(tc, test_health_last_seen_gauge);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
+
+int
+main(void)
+{
+    return run_suite(health_suite());
+}
