@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <gio/gunixsocketaddress.h>
+#include <glib/gstdio.h>
+#include <libsoup/soup.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "plegd-runner.h"
+
+struct _PlegdRunner {
+    GSubprocess *process;
+    GMutex lock;
+    GCond cond;
+    GString *out;
+    GString *err;
+    gboolean out_eof;
+    gboolean err_eof;
+    GThread *out_reader;
+    GThread *err_reader;
+};
+
+typedef struct {
+    PlegdRunner *runner;
+    GInputStream *stream;
+    GString *text;
+    gboolean *eof;
+} Reader;
+
+static gint64
+deadline_usec(void)
+{
+    /* Generous: a wrapper like valgrind slows plegd down a lot. */
+    gint64 timeout = (g_getenv("PLEGD_TEST_WRAPPER") ? 60 : 15) * G_USEC_PER_SEC;
+
+    return g_get_monotonic_time() + timeout;
+}
+
+static gpointer
+read_stream(gpointer data)
+{
+    Reader *reader = data;
+    PlegdRunner *runner = reader->runner;
+    char buffer[4096];
+    gssize n;
+
+    while ((n = g_input_stream_read(reader->stream, buffer, sizeof buffer, NULL, NULL)) > 0) {
+        g_mutex_lock(&runner->lock);
+        g_string_append_len(reader->text, buffer, n);
+        g_cond_broadcast(&runner->cond);
+        g_mutex_unlock(&runner->lock);
+    }
+    g_mutex_lock(&runner->lock);
+    *reader->eof = TRUE;
+    g_cond_broadcast(&runner->cond);
+    g_mutex_unlock(&runner->lock);
+    g_free(reader);
+    return NULL;
+}
+
+static GThread *
+start_reader(PlegdRunner *runner, GInputStream *stream, GString *text, gboolean *eof)
+{
+    Reader *reader = g_new0(Reader, 1);
+
+    reader->runner = runner;
+    reader->stream = stream;
+    reader->text = text;
+    reader->eof = eof;
+    return g_thread_new("plegd-reader", read_stream, reader);
+}
+
+PlegdRunner *
+plegd_runner_spawn_full(const char *const *env, int stdout_fd, const char *const *args)
+{
+    GSubprocessFlags flags = G_SUBPROCESS_FLAGS_STDERR_PIPE;
+    g_autoptr(GSubprocessLauncher) launcher = NULL;
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) error = NULL;
+    const char *binary = g_getenv("PLEGD");
+    const char *wrapper = g_getenv("PLEGD_TEST_WRAPPER");
+    PlegdRunner *runner;
+
+    ck_assert_msg(binary, "PLEGD must name the plegd binary");
+    if (wrapper && *wrapper) {
+        g_auto(GStrv) words = NULL;
+
+        ck_assert(g_shell_parse_argv(wrapper, NULL, &words, NULL));
+        for (char **w = words; *w; w++)
+            g_ptr_array_add(argv, g_strdup(*w));
+    }
+    g_ptr_array_add(argv, g_strdup(binary));
+    for (const char *const *a = args; *a; a++)
+        g_ptr_array_add(argv, g_strdup(*a));
+    g_ptr_array_add(argv, NULL);
+
+    if (stdout_fd < 0)
+        flags |= G_SUBPROCESS_FLAGS_STDOUT_PIPE;
+    launcher = g_subprocess_launcher_new(flags);
+    if (stdout_fd >= 0)
+        g_subprocess_launcher_take_stdout_fd(launcher, stdout_fd);
+
+    /* Nothing from the environment the tests run in. */
+    g_subprocess_launcher_unsetenv(launcher, "NOTIFY_SOCKET");
+    g_subprocess_launcher_unsetenv(launcher, "G_MESSAGES_DEBUG");
+    for (const char *const *e = env; e && *e; e++) {
+        g_auto(GStrv) pair = g_strsplit(*e, "=", 2);
+
+        g_subprocess_launcher_setenv(launcher, pair[0], pair[1], TRUE);
+    }
+
+    runner = g_new0(PlegdRunner, 1);
+    g_mutex_init(&runner->lock);
+    g_cond_init(&runner->cond);
+    runner->out = g_string_new(NULL);
+    runner->err = g_string_new(NULL);
+    runner->process =
+        g_subprocess_launcher_spawnv(launcher, (const char *const *)argv->pdata, &error);
+    ck_assert_msg(runner->process, "spawning %s: %s", binary, error ? error->message : "");
+    if (stdout_fd < 0)
+        runner->out_reader = start_reader(runner, g_subprocess_get_stdout_pipe(runner->process),
+                                          runner->out, &runner->out_eof);
+    else
+        runner->out_eof = TRUE;
+    runner->err_reader = start_reader(runner, g_subprocess_get_stderr_pipe(runner->process),
+                                      runner->err, &runner->err_eof);
+    return runner;
+}
+
+void
+plegd_runner_free(PlegdRunner *runner)
+{
+    if (!runner)
+        return;
+    if (g_subprocess_get_identifier(runner->process)) {
+        g_subprocess_force_exit(runner->process);
+        g_subprocess_wait(runner->process, NULL, NULL);
+    }
+    g_clear_pointer(&runner->out_reader, g_thread_join);
+    g_clear_pointer(&runner->err_reader, g_thread_join);
+    g_object_unref(runner->process);
+    g_string_free(runner->out, TRUE);
+    g_string_free(runner->err, TRUE);
+    g_mutex_clear(&runner->lock);
+    g_cond_clear(&runner->cond);
+    g_free(runner);
+}
+
+guint
+plegd_runner_count_fds(PlegdRunner *runner)
+{
+    const char *pid = g_subprocess_get_identifier(runner->process);
+    g_autofree char *path = NULL;
+    g_autoptr(GDir) dir = NULL;
+    g_autoptr(GError) error = NULL;
+    guint n = 0;
+
+    ck_assert_msg(pid, "plegd is not running");
+    path = g_strdup_printf("/proc/%s/fd", pid);
+    dir = g_dir_open(path, 0, &error);
+    ck_assert_msg(dir, "%s", error->message);
+    while (g_dir_read_name(dir))
+        n++;
+    return n;
+}
+
+char *
+plegd_runner_get_stderr(PlegdRunner *runner)
+{
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&runner->lock);
+
+    return g_strdup(runner->err->str);
+}
+
+char *
+plegd_runner_get_stdout(PlegdRunner *runner)
+{
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&runner->lock);
+
+    return g_strdup(runner->out->str);
+}
+
+static gboolean
+wait_text(PlegdRunner *runner, GString *text, gboolean *eof, const char *needle)
+{
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&runner->lock);
+    gint64 deadline = deadline_usec();
+
+    while (!strstr(text->str, needle)) {
+        if (*eof || !g_cond_wait_until(&runner->cond, &runner->lock, deadline))
+            return strstr(text->str, needle) != NULL;
+    }
+    return TRUE;
+}
+
+gboolean
+plegd_runner_wait_stderr(PlegdRunner *runner, const char *needle)
+{
+    return wait_text(runner, runner->err, &runner->err_eof, needle);
+}
+
+gboolean
+plegd_runner_wait_stdout(PlegdRunner *runner, const char *needle)
+{
+    return wait_text(runner, runner->out, &runner->out_eof, needle);
+}
+
+int
+plegd_runner_wait_exit(PlegdRunner *runner)
+{
+    gint64 deadline = deadline_usec();
+    GSubprocess *process = runner->process;
+
+    /* GSubprocess reaps the child from GLib's worker thread. */
+    while (g_subprocess_get_identifier(process) && g_get_monotonic_time() < deadline)
+        g_usleep(10 * 1000);
+    if (g_subprocess_get_identifier(process)) {
+        g_autofree char *err = plegd_runner_get_stderr(runner);
+
+        g_subprocess_force_exit(process);
+        ck_abort_msg("plegd did not exit in time; stderr:\n%s", err);
+    }
+    g_clear_pointer(&runner->out_reader, g_thread_join);
+    g_clear_pointer(&runner->err_reader, g_thread_join);
+    if (g_subprocess_get_if_signaled(process))
+        return 128 + g_subprocess_get_term_sig(process);
+    return g_subprocess_get_exit_status(process);
+}
+
+int
+plegd_runner_stop(PlegdRunner *runner, int signum)
+{
+    g_subprocess_send_signal(runner->process, signum);
+    return plegd_runner_wait_exit(runner);
+}
+
+char *
+plegd_runner_wait_metrics_url(PlegdRunner *runner)
+{
+    static const char marker[] = "serving metrics on ";
+    gint64 deadline = deadline_usec();
+    g_autofree char *err = NULL;
+
+    g_mutex_lock(&runner->lock);
+    for (;;) {
+        const char *start = strstr(runner->err->str, marker);
+
+        /* The whole line, up to its newline. */
+        if (start && strchr(start, '\n')) {
+            start += strlen(marker);
+            if (g_str_has_prefix(start, "http://")) {
+                char *url = g_strndup(start, strcspn(start, " \t\r\n\""));
+
+                g_mutex_unlock(&runner->lock);
+                return url;
+            }
+            break;
+        }
+        if (runner->err_eof || !g_cond_wait_until(&runner->cond, &runner->lock, deadline))
+            break;
+    }
+    err = g_strdup(runner->err->str);
+    g_mutex_unlock(&runner->lock);
+    ck_abort_msg("no \"%shttp://...\" line on stderr:\n%s", marker, err);
+    return NULL;
+}
+
+guint
+count_messages(const char *text, const char *needle)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    guint n = 0;
+
+    for (char **line = lines; *line; line++) {
+        if (strstr(*line, "plegd-Message") && strstr(*line, needle))
+            n++;
+    }
+    return n;
+}
+
+char *
+make_tmpdir(void)
+{
+    g_autoptr(GError) error = NULL;
+    char *dir = g_dir_make_tmp("plegd-test-XXXXXX", &error);
+
+    ck_assert_msg(dir, "%s", error ? error->message : "");
+    return dir;
+}
+
+void
+remove_tmpdir(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+
+        g_unlink(path);
+    }
+    g_rmdir(dir);
+}
+
+guint
+http_request(const char *method, const char *url, char **ret_body, char **ret_content_type)
+{
+    g_autoptr(GProxyResolver) direct = g_simple_proxy_resolver_new(NULL, NULL);
+    g_autoptr(SoupSession) session = soup_session_new_with_options("proxy-resolver", direct, NULL);
+    g_autoptr(SoupMessage) message = soup_message_new(method, url);
+    g_autoptr(GBytes) body = NULL;
+    g_autoptr(GError) error = NULL;
+
+    ck_assert_msg(message, "bad URL %s", url);
+    body = soup_session_send_and_read(session, message, NULL, &error);
+    ck_assert_msg(body, "%s %s: %s", method, url, error ? error->message : "");
+    if (ret_body)
+        *ret_body = g_strndup(g_bytes_get_data(body, NULL), g_bytes_get_size(body));
+    if (ret_content_type)
+        *ret_content_type = g_strdup(soup_message_headers_get_one(
+            soup_message_get_response_headers(message), "Content-Type"));
+    return soup_message_get_status(message);
+}
+
+GSocket *
+bind_notify_socket(const char *path)
+{
+    g_autoptr(GSocketAddress) address = g_unix_socket_address_new(path);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GSocket) socket =
+        g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_DATAGRAM, 0, &error);
+
+    ck_assert_msg(socket, "%s", error ? error->message : "");
+    ck_assert_msg(g_socket_bind(socket, address, FALSE, &error), "%s", error->message);
+    return g_steal_pointer(&socket);
+}
+
+char *
+receive_datagrams(GSocket *socket, gint64 quiet_usec)
+{
+    g_autoptr(GString) received = g_string_new(NULL);
+
+    for (;;) {
+        g_autoptr(GError) error = NULL;
+        char buffer[4096];
+        gssize n;
+
+        if (!g_socket_condition_timed_wait(socket, G_IO_IN, quiet_usec, NULL, &error)) {
+            ck_assert(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT));
+            break;
+        }
+        n = g_socket_receive(socket, buffer, sizeof buffer, NULL, &error);
+        ck_assert_msg(n >= 0, "%s", error ? error->message : "");
+        g_string_append_len(received, buffer, n);
+        g_string_append_c(received, '\n');
+    }
+    return g_string_free(g_steal_pointer(&received), FALSE);
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Test helpers: run the plegd binary named by $PLEGD (wrapped in $PLEGD_TEST_WRAPPER when set,
+ * e.g. "valgrind --error-exitcode=99 --leak-check=full"), watch its output, talk HTTP to it.
+ * Every wait has a deadline; failures abort the current Check test.
+ */
+#pragma once
+
+#include <check.h>
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+typedef struct _PlegdRunner PlegdRunner;
+
+/**
+ * plegd_runner_spawn_full:
+ * @env: (nullable): NULL-terminated "NAME=VALUE" list added to the environment (from which
+ *   NOTIFY_SOCKET and G_MESSAGES_DEBUG are removed first).
+ * @stdout_fd: -1 to capture stdout, else the fd plegd gets as stdout (taken).
+ * @args: NULL-terminated arguments after the program name.
+ */
+PlegdRunner *plegd_runner_spawn_full(const char *const *env, int stdout_fd,
+                                     const char *const *args);
+#define plegd_runner_spawn(env, ...)                                                               \
+    plegd_runner_spawn_full((env), -1, (const char *const[]){__VA_ARGS__, NULL})
+
+void plegd_runner_free(PlegdRunner *runner);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdRunner, plegd_runner_free)
+
+/* Number of open file descriptors of plegd (from /proc). */
+guint plegd_runner_count_fds(PlegdRunner *runner);
+
+/* Copies of what was read so far. */
+char *plegd_runner_get_stderr(PlegdRunner *runner);
+char *plegd_runner_get_stdout(PlegdRunner *runner);
+
+/* Waits until stderr (or stdout) contains @needle; FALSE at the deadline or at end of file. */
+gboolean plegd_runner_wait_stderr(PlegdRunner *runner, const char *needle);
+gboolean plegd_runner_wait_stdout(PlegdRunner *runner, const char *needle);
+
+#define assert_stderr_shows(runner, needle)                                                        \
+    G_STMT_START                                                                                   \
+    {                                                                                              \
+        if (!plegd_runner_wait_stderr((runner), (needle))) {                                       \
+            g_autofree char *_err = plegd_runner_get_stderr(runner);                               \
+            ck_abort_msg("stderr never showed \"%s\"; it has:\n%s", (needle), _err);               \
+        }                                                                                          \
+    }                                                                                              \
+    G_STMT_END
+
+/* Waits for plegd to exit; returns its exit status, or 128 + signal when killed. */
+int plegd_runner_wait_exit(PlegdRunner *runner);
+/* Sends @signum and waits for the exit. */
+int plegd_runner_stop(PlegdRunner *runner, int signum);
+
+/* The base URL from plegd's "serving metrics on http://HOST:PORT" line. */
+char *plegd_runner_wait_metrics_url(PlegdRunner *runner);
+
+/* Lines of @text that plegd logged at message level containing @needle. */
+guint count_messages(const char *text, const char *needle);
+
+/* A fresh temporary directory, and its removal with the files in it. */
+char *make_tmpdir(void);
+void remove_tmpdir(const char *dir);
+
+/* One HTTP request without proxies; returns the status. */
+guint http_request(const char *method, const char *url, char **ret_body, char **ret_content_type);
+
+/* A datagram socket bound at @path, for NOTIFY_SOCKET. */
+GSocket *bind_notify_socket(const char *path);
+/* Every datagram received until none came for @quiet_usec, each followed by a newline. */
+char *receive_datagrams(GSocket *socket, gint64 quiet_usec);
+
+G_END_DECLS

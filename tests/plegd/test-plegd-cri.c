@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * plegd against a CRI runtime: the in-process fake CRI server of the CRI client tests.  Checks
+ * the JSON event lines, READY=1 and STATUS=, /healthz once relisting works, recovery after the
+ * runtime went away, and a clean exit when stdout is closed or a runtime call hangs.
+ */
+#include <json-glib/json-glib.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "fake-cri-server.h"
+#include "plegd-runner.h"
+
+/* FAKE_CRI_FINISHED_AT_NS in RFC 3339. */
+#define FAKE_CRI_FINISHED_AT "2023-11-14T22:13:20.123456789Z"
+
+typedef struct {
+    char *dir;
+    char *cri_path;
+    char *endpoint_arg;
+    FakeCriServer *server;
+} Fixture;
+
+static Fixture fixture;
+
+static void
+setup(void)
+{
+    fixture.dir = make_tmpdir();
+    fixture.cri_path = g_build_filename(fixture.dir, "cri.sock", NULL);
+    fixture.endpoint_arg =
+        g_strdup_printf("--container-runtime-endpoint=unix://%s", fixture.cri_path);
+    fixture.server = fake_cri_server_new(fixture.cri_path);
+    ck_assert_ptr_nonnull(fixture.server);
+}
+
+static void
+teardown(void)
+{
+    g_clear_pointer(&fixture.server, fake_cri_server_free);
+    remove_tmpdir(fixture.dir);
+    g_clear_pointer(&fixture.dir, g_free);
+    g_clear_pointer(&fixture.cri_path, g_free);
+    g_clear_pointer(&fixture.endpoint_arg, g_free);
+}
+
+/* Receives datagrams into @received until one contains @needle. */
+static void
+wait_datagram(GSocket *socket, GString *received, const char *needle)
+{
+    gint64 deadline = g_get_monotonic_time() + 15 * G_USEC_PER_SEC;
+
+    while (!strstr(received->str, needle) && g_get_monotonic_time() < deadline) {
+        g_autofree char *more = receive_datagrams(socket, 100 * 1000);
+
+        g_string_append(received, more);
+    }
+    ck_assert_msg(strstr(received->str, needle), "no \"%s\" among the notifications:\n%s", needle,
+                  received->str);
+}
+
+/* The complete JSON lines of @out, keyed by container_id. */
+static GHashTable *
+parse_events(const char *out)
+{
+    g_autoptr(GHashTable) events =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)json_object_unref);
+    g_auto(GStrv) lines = g_strsplit(out, "\n", -1);
+
+    /* The last piece is empty or a partial line. */
+    for (guint i = 0; lines[i] && lines[i + 1]; i++) {
+        g_autoptr(JsonParser) parser = json_parser_new();
+        g_autoptr(GError) error = NULL;
+        JsonObject *object;
+
+        ck_assert_msg(json_parser_load_from_data(parser, lines[i], -1, &error), "%s: %s", lines[i],
+                      error ? error->message : "");
+        ck_assert(JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)));
+        object = json_node_get_object(json_parser_get_root(parser));
+        ck_assert_msg(json_object_has_member(object, "container_id"), "%s", lines[i]);
+        ck_assert_msg(
+            !g_hash_table_contains(events, json_object_get_string_member(object, "container_id")),
+            "event repeated: %s", lines[i]);
+        g_hash_table_insert(events, g_strdup(json_object_get_string_member(object, "container_id")),
+                            json_object_ref(object));
+    }
+    return g_steal_pointer(&events);
+}
+
+static JsonObject *
+lookup_event(GHashTable *events, const char *container_id, const char *type, const char *pod_uid)
+{
+    JsonObject *event = g_hash_table_lookup(events, container_id);
+
+    ck_assert_msg(event, "no event for %s", container_id);
+    ck_assert_str_eq(json_object_get_string_member(event, "type"), type);
+    ck_assert_str_eq(json_object_get_string_member(event, "pod_uid"), pod_uid);
+    ck_assert_str_eq(json_object_get_string_member(event, "relist_source"), "global");
+    ck_assert(g_str_has_suffix(json_object_get_string_member(event, "time"), "Z"));
+    return event;
+}
+
+START_TEST(test_events_ready_and_recovery)
+{
+    g_autofree char *notify_path = g_build_filename(fixture.dir, "notify.sock", NULL);
+    g_autofree char *notify_env = g_strconcat("NOTIFY_SOCKET=", notify_path, NULL);
+    g_autoptr(GSocket) notify = bind_notify_socket(notify_path);
+    g_autoptr(GString) received = g_string_new(NULL);
+    const char *const env[] = {notify_env, NULL};
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autoptr(GHashTable) events = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *url = NULL;
+    g_autofree char *body = NULL;
+    g_autofree char *out = NULL;
+    g_autofree char *tail = NULL;
+    JsonObject *died;
+
+    plegd = plegd_runner_spawn(env, fixture.endpoint_arg, "--relist-period=100ms",
+                               "--metrics-bind-address=127.0.0.1:0");
+    base = plegd_runner_wait_metrics_url(plegd);
+
+    /* Ready after the first relist, with a status. */
+    wait_datagram(notify, received, "READY=1");
+    ck_assert_msg(strstr(received->str, "READY=1\nSTATUS=relisting 2 pods"), "%s", received->str);
+
+    /* The first relist finds every sandbox and container (ctr-3 is CREATED: no event). */
+    ck_assert(plegd_runner_wait_stdout(plegd, "\"sb-a\""));
+    ck_assert(plegd_runner_wait_stdout(plegd, "\"sb-b\""));
+    ck_assert(plegd_runner_wait_stdout(plegd, "\"ctr-1\""));
+    ck_assert(plegd_runner_wait_stdout(plegd, "\"ctr-2\""));
+    out = plegd_runner_get_stdout(plegd);
+    events = parse_events(out);
+    lookup_event(events, "sb-a", "ContainerStarted", "uid-a");
+    lookup_event(events, "sb-b", "ContainerDied", "uid-b");
+    lookup_event(events, "ctr-1", "ContainerStarted", "uid-a");
+    died = lookup_event(events, "ctr-2", "ContainerDied", "uid-a");
+    ck_assert_int_eq(json_object_get_int_member(died, "exit_code"), 7);
+    ck_assert_str_eq(json_object_get_string_member(died, "reason"), "Error");
+    ck_assert_str_eq(json_object_get_string_member(died, "finished_at"), FAKE_CRI_FINISHED_AT);
+    ck_assert_msg(!g_hash_table_contains(events, "ctr-3"), "%s", out);
+    ck_assert(!json_object_has_member(g_hash_table_lookup(events, "ctr-1"), "exit_code"));
+
+    url = g_strconcat(base, "/healthz", NULL);
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
+    ck_assert_str_eq(body, "ok");
+
+    /* The runtime goes away: one log line naming it, and a status. */
+    g_clear_pointer(&fixture.server, fake_cri_server_free);
+    assert_stderr_shows(plegd, "relist failed");
+    {
+        g_autofree char *err = plegd_runner_get_stderr(plegd);
+
+        ck_assert_msg(strstr(err, fixture.cri_path), "%s", err);
+    }
+    wait_datagram(notify, received, "STATUS=runtime unreachable: ");
+
+    /* It comes back: recovery is logged and the status says so again. */
+    fixture.server = fake_cri_server_new(fixture.cri_path);
+    assert_stderr_shows(plegd, "relist succeeded after");
+    g_string_truncate(received, 0);
+    wait_datagram(notify, received, "STATUS=relisting 2 pods");
+    ck_assert_msg(!strstr(received->str, "READY=1"), "READY=1 twice:\n%s", received->str);
+
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    tail = receive_datagrams(notify, 0);
+    ck_assert_msg(strstr(tail, "STOPPING=1"), "%s", tail);
+
+    /* Same pods after the restart: nothing new to report. */
+    g_free(out);
+    out = plegd_runner_get_stdout(plegd);
+    g_clear_pointer(&events, g_hash_table_unref);
+    events = parse_events(out);
+    ck_assert_uint_eq(g_hash_table_size(events), 4);
+}
+END_TEST
+
+START_TEST(test_stdout_closed)
+{
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *err = NULL;
+    int fds[2];
+
+    /* Nobody reads: the first event line meets EPIPE. */
+    ck_assert_int_eq(pipe(fds), 0);
+    close(fds[0]);
+    plegd =
+        plegd_runner_spawn_full(NULL, fds[1],
+                                (const char *const[]){fixture.endpoint_arg, "--relist-period=100ms",
+                                                      "--metrics-bind-address=", NULL});
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(strstr(err, "stdout was closed"), "%s", err);
+}
+END_TEST
+
+START_TEST(test_sigterm_while_runtime_hangs)
+{
+    g_autoptr(PlegdRunner) plegd = NULL;
+    gint64 deadline = g_get_monotonic_time() + 15 * G_USEC_PER_SEC;
+
+    /* A relist stuck in a call with a long deadline must not hold up the exit. */
+    fake_cri_server_set_hang(fixture.server, TRUE);
+    plegd = plegd_runner_spawn(NULL, fixture.endpoint_arg, "--runtime-request-timeout=10m",
+                               "--metrics-bind-address=");
+    while (fake_cri_server_get_n_calls(fixture.server) == 0 && g_get_monotonic_time() < deadline)
+        g_usleep(10 * 1000);
+    ck_assert_uint_gt(fake_cri_server_get_n_calls(fixture.server), 0);
+
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
+static Suite *
+plegd_cri_suite(void)
+{
+    Suite *suite = suite_create("plegd-cri");
+    TCase *tc = tcase_create("fake-cri");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_events_ready_and_recovery);
+    tcase_add_test(tc, test_stdout_closed);
+    tcase_add_test(tc, test_sigterm_while_runtime_hangs);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
+
+int
+main(void)
+{
+    SRunner *runner = srunner_create(plegd_cri_suite());
+    int n_failed;
+
+    srunner_run_all(runner, CK_NORMAL);
+    n_failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return n_failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * plegd's pieces driven directly: the JSON event lines, --metrics-bind-address parsing and the
+ * relist monitor (readiness, STATUS= and rate-limited failure logs, on a fake clock).
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <json-glib/json-glib.h>
+
+#include "plegd.h"
+
+#define ENDPOINT "unix:///run/test/cri.sock"
+
+/* ---- JSON lines ---- */
+
+static JsonObject *
+parse_line(const char *line)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+    JsonNode *root;
+
+    ck_assert_ptr_null(strchr(line, '\n'));
+    ck_assert_msg(json_parser_load_from_data(parser, line, -1, &error), "%s: %s", line,
+                  error ? error->message : "");
+    root = json_parser_get_root(parser);
+    ck_assert(JSON_NODE_HOLDS_OBJECT(root));
+    return json_object_ref(json_node_get_object(root));
+}
+
+static void
+assert_string_member(JsonObject *object, const char *name, const char *expected)
+{
+    ck_assert_msg(json_object_has_member(object, name), "missing %s", name);
+    ck_assert_str_eq(json_object_get_string_member(object, name), expected);
+}
+
+START_TEST(test_json_container_died)
+{
+    PlegPodLifecycleEvent event = {
+        .pod_uid = "uid-1",
+        .type = PLEG_CONTAINER_DIED,
+        .container_id = "c0ffee",
+        .relist_source = PLEG_RELIST_SOURCE_POST_SYNC,
+        .time_ns = G_GINT64_CONSTANT(1795966735123456789),
+        .has_exit = TRUE,
+        .exit_code = 7,
+        .reason = "Error",
+        .finished_at_ns = G_GINT64_CONSTANT(1795966734900000000),
+    };
+    g_autofree char *line = plegd_event_to_json(&event);
+    g_autoptr(JsonObject) object = parse_line(line);
+    g_autofree char *time = pleg_time_format_rfc3339(event.time_ns);
+    g_autofree char *finished = pleg_time_format_rfc3339(event.finished_at_ns);
+
+    assert_string_member(object, "time", time);
+    assert_string_member(object, "pod_uid", "uid-1");
+    assert_string_member(object, "type", "ContainerDied");
+    assert_string_member(object, "container_id", "c0ffee");
+    assert_string_member(object, "relist_source", "post_sync");
+    ck_assert_int_eq(json_object_get_int_member(object, "exit_code"), 7);
+    assert_string_member(object, "reason", "Error");
+    assert_string_member(object, "finished_at", finished);
+    ck_assert_uint_eq(json_object_get_size(object), 8);
+
+    /* The documented member order: time first, then pod_uid, type, ... */
+    ck_assert(g_str_has_prefix(line, "{\"time\":"));
+    ck_assert(strstr(line, "\"pod_uid\"") < strstr(line, "\"type\""));
+    ck_assert(strstr(line, "\"container_id\"") < strstr(line, "\"relist_source\""));
+    ck_assert(strstr(line, "\"relist_source\"") < strstr(line, "\"exit_code\""));
+}
+END_TEST
+
+START_TEST(test_json_container_died_partial_exit)
+{
+    PlegPodLifecycleEvent event = {
+        .pod_uid = "uid-1",
+        .type = PLEG_CONTAINER_DIED,
+        .container_id = "c1",
+        .time_ns = 1,
+        .has_exit = TRUE,
+        .exit_code = -1,
+    };
+    g_autofree char *line = plegd_event_to_json(&event);
+    g_autoptr(JsonObject) object = parse_line(line);
+
+    ck_assert_int_eq(json_object_get_int_member(object, "exit_code"), -1);
+    ck_assert(!json_object_has_member(object, "reason"));
+    ck_assert(!json_object_has_member(object, "finished_at"));
+    assert_string_member(object, "relist_source", "global");
+}
+END_TEST
+
+START_TEST(test_json_container_died_without_exit)
+{
+    PlegPodLifecycleEvent event = {
+        .pod_uid = "uid-1",
+        .type = PLEG_CONTAINER_DIED,
+        .container_id = "c1",
+        .time_ns = 1,
+        .exit_code = 3,
+        .reason = "Error",
+    };
+    g_autofree char *line = plegd_event_to_json(&event);
+    g_autoptr(JsonObject) object = parse_line(line);
+
+    ck_assert(!json_object_has_member(object, "exit_code"));
+    ck_assert(!json_object_has_member(object, "reason"));
+    ck_assert(!json_object_has_member(object, "finished_at"));
+}
+END_TEST
+
+START_TEST(test_json_other_types)
+{
+    static const struct {
+        PlegPodLifecycleEventType type;
+        const char *name;
+        gboolean has_container;
+    } cases[] = {
+        {PLEG_CONTAINER_STARTED, "ContainerStarted", TRUE},
+        {PLEG_CONTAINER_REMOVED, "ContainerRemoved", TRUE},
+        {PLEG_POD_SYNC, "PodSync", FALSE},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        PlegPodLifecycleEvent event = {
+            .pod_uid = "uid-\"quoted\"\n",
+            .type = cases[i].type,
+            .container_id = cases[i].has_container ? "c2" : NULL,
+            .relist_source = PLEG_RELIST_SOURCE_EVENTED_PLEG,
+            .time_ns = 5,
+            /* Exit data is only for ContainerDied. */
+            .has_exit = TRUE,
+            .exit_code = 1,
+        };
+        g_autofree char *line = plegd_event_to_json(&event);
+        g_autoptr(JsonObject) object = parse_line(line);
+
+        assert_string_member(object, "type", cases[i].name);
+        assert_string_member(object, "pod_uid", "uid-\"quoted\"\n");
+        assert_string_member(object, "relist_source", "evented_pleg");
+        ck_assert_int_eq(json_object_has_member(object, "container_id"), cases[i].has_container);
+        ck_assert(!json_object_has_member(object, "exit_code"));
+    }
+}
+END_TEST
+
+START_TEST(test_write_line)
+{
+    g_autofree char *buffer = NULL;
+    size_t size = 0;
+    FILE *stream = open_memstream(&buffer, &size);
+    g_autoptr(GError) error = NULL;
+
+    ck_assert(plegd_write_line(stream, "{\"a\":1}", &error));
+    ck_assert(plegd_write_line(stream, "{}", &error));
+    ck_assert_str_eq(buffer, "{\"a\":1}\n{}\n");
+    fclose(stream);
+}
+END_TEST
+
+START_TEST(test_write_line_broken_pipe)
+{
+    int fds[2];
+    FILE *stream;
+    g_autoptr(GError) error = NULL;
+
+    signal(SIGPIPE, SIG_IGN);
+    ck_assert_int_eq(pipe(fds), 0);
+    close(fds[0]);
+    stream = fdopen(fds[1], "w");
+    ck_assert(!plegd_write_line(stream, "{}", &error));
+    ck_assert_msg(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE), "%s", error->message);
+    fclose(stream);
+}
+END_TEST
+
+/* ---- --metrics-bind-address ---- */
+
+START_TEST(test_bind_address_valid)
+{
+    static const struct {
+        const char *text;
+        const char *host;
+        guint port;
+    } cases[] = {
+        {"127.0.0.1:10388", "127.0.0.1", 10388},
+        {"0.0.0.0:0", "0.0.0.0", 0},
+        {"[::1]:9090", "::1", 9090},
+        {"[::]:65535", "::", 65535},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GInetSocketAddress) address = NULL;
+        g_autoptr(GError) error = NULL;
+        g_autofree char *host = NULL;
+
+        ck_assert_msg(plegd_parse_bind_address(cases[i].text, &address, &error), "%s: %s",
+                      cases[i].text, error ? error->message : "");
+        host = g_inet_address_to_string(g_inet_socket_address_get_address(address));
+        ck_assert_str_eq(host, cases[i].host);
+        ck_assert_uint_eq(g_inet_socket_address_get_port(address), cases[i].port);
+    }
+}
+END_TEST
+
+START_TEST(test_bind_address_invalid)
+{
+    static const char *const cases[] = {
+        "",
+        "127.0.0.1",
+        "127.0.0.1:",
+        "127.0.0.1:65536",
+        "127.0.0.1:-1",
+        "127.0.0.1:+80",
+        "127.0.0.1:80x",
+        "localhost:80",
+        ":80",
+        "::1:80",
+        "[::1]",
+        "[::1]80",
+        "[127.0.0.1]:80",
+        "[::1:80",
+        "300.0.0.1:80",
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GInetSocketAddress) address = NULL;
+        g_autoptr(GError) error = NULL;
+
+        ck_assert_msg(!plegd_parse_bind_address(cases[i], &address, &error), "accepted \"%s\"",
+                      cases[i]);
+        ck_assert(g_error_matches(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE));
+        ck_assert_ptr_null(address);
+    }
+}
+END_TEST
+
+/* ---- relist monitor ---- */
+
+typedef struct {
+    GPtrArray *notified; /* sd_notify states */
+    GPtrArray *logged;   /* plegd messages at info level and above */
+    GPtrArray *debug;
+} Recorder;
+
+static Recorder recorder;
+
+static void
+record_notify(const char *state, gpointer user_data)
+{
+    g_ptr_array_add(recorder.notified, g_strdup(state));
+}
+
+static GLogWriterOutput
+record_log(GLogLevelFlags log_level, const GLogField *fields, gsize n_fields, gpointer user_data)
+{
+    const char *message = NULL;
+    const char *domain = NULL;
+
+    for (gsize i = 0; i < n_fields; i++) {
+        if (g_str_equal(fields[i].key, "MESSAGE"))
+            message = fields[i].value;
+        else if (g_str_equal(fields[i].key, "GLIB_DOMAIN"))
+            domain = fields[i].value;
+    }
+    if (g_strcmp0(domain, "plegd") != 0)
+        return g_log_writer_default(log_level, fields, n_fields, user_data);
+    g_ptr_array_add((log_level & G_LOG_LEVEL_DEBUG) ? recorder.debug : recorder.logged,
+                    g_strdup(message));
+    return G_LOG_WRITER_HANDLED;
+}
+
+static void
+recorder_setup(void)
+{
+    recorder.notified = g_ptr_array_new_with_free_func(g_free);
+    recorder.logged = g_ptr_array_new_with_free_func(g_free);
+    recorder.debug = g_ptr_array_new_with_free_func(g_free);
+}
+
+static void
+recorder_teardown(void)
+{
+    g_clear_pointer(&recorder.notified, g_ptr_array_unref);
+    g_clear_pointer(&recorder.logged, g_ptr_array_unref);
+    g_clear_pointer(&recorder.debug, g_ptr_array_unref);
+}
+
+static const char *
+last(GPtrArray *array)
+{
+    ck_assert_uint_gt(array->len, 0);
+    return g_ptr_array_index(array, array->len - 1);
+}
+
+static GError *
+unreachable(const char *why)
+{
+    return g_error_new(PLEG_CRI_ERROR, PLEG_CRI_ERROR_UNAVAILABLE, "%s: ListPodSandbox: %s",
+                       ENDPOINT, why);
+}
+
+#define SEC G_USEC_PER_SEC
+
+START_TEST(test_monitor_rate_limits_failures)
+{
+    g_autoptr(PlegdRelistMonitor) monitor = plegd_relist_monitor_new(ENDPOINT, record_notify, NULL);
+    g_autoptr(GError) refused = unreachable("connection refused");
+    g_autoptr(GError) missing = unreachable("no such file");
+    gint64 now = 1000 * SEC;
+
+    /* The first failure is logged, naming the endpoint, and sets STATUS=. */
+    plegd_relist_monitor_update(monitor, refused, 0, now);
+    ck_assert_uint_eq(recorder.logged->len, 1);
+    ck_assert_ptr_nonnull(
+        strstr(last(recorder.logged), ENDPOINT ": ListPodSandbox: connection refused"));
+    ck_assert_uint_eq(recorder.notified->len, 1);
+    ck_assert_str_eq(last(recorder.notified), "STATUS=runtime unreachable: " ENDPOINT
+                                              ": ListPodSandbox: connection refused");
+
+    /* The same error every second for a minute: nothing more, to the log or the manager. */
+    for (int i = 1; i < 60; i++)
+        plegd_relist_monitor_update(monitor, refused, 0, now + i * SEC);
+    ck_assert_uint_eq(recorder.logged->len, 1);
+    ck_assert_uint_eq(recorder.notified->len, 1);
+    ck_assert_uint_eq(recorder.debug->len, 60);
+
+    /* A minute after the last log line: one line with the count since. */
+    plegd_relist_monitor_update(monitor, refused, 0, now + 60 * SEC);
+    ck_assert_uint_eq(recorder.logged->len, 2);
+    ck_assert_ptr_nonnull(strstr(last(recorder.logged), "60 failures"));
+    ck_assert_ptr_nonnull(strstr(last(recorder.logged), "connection refused"));
+    plegd_relist_monitor_update(monitor, refused, 0, now + 61 * SEC);
+    ck_assert_uint_eq(recorder.logged->len, 2);
+
+    /* A different error is logged at once, and changes the status. */
+    plegd_relist_monitor_update(monitor, missing, 0, now + 62 * SEC);
+    ck_assert_uint_eq(recorder.logged->len, 3);
+    ck_assert_ptr_nonnull(strstr(last(recorder.logged), "no such file"));
+    ck_assert_uint_eq(recorder.notified->len, 2);
+    ck_assert_ptr_nonnull(strstr(last(recorder.notified), "no such file"));
+
+    ck_assert(!plegd_relist_monitor_is_ready(monitor));
+    for (guint i = 0; i < recorder.notified->len; i++)
+        ck_assert_ptr_null(strstr(g_ptr_array_index(recorder.notified, i), "READY=1"));
+}
+END_TEST
+
+START_TEST(test_monitor_ready_and_recovery)
+{
+    g_autoptr(PlegdRelistMonitor) monitor = plegd_relist_monitor_new(ENDPOINT, record_notify, NULL);
+    g_autoptr(GError) refused = unreachable("connection refused");
+    gint64 now = 0;
+
+    plegd_relist_monitor_update(monitor, refused, 0, now += SEC);
+    plegd_relist_monitor_update(monitor, refused, 0, now += SEC);
+    ck_assert_uint_eq(recorder.logged->len, 1);
+
+    /* First success: READY=1 with the status, and recovery logged once. */
+    plegd_relist_monitor_update(monitor, NULL, 2, now += SEC);
+    ck_assert(plegd_relist_monitor_is_ready(monitor));
+    ck_assert_str_eq(last(recorder.notified), "READY=1\nSTATUS=relisting 2 pods");
+    ck_assert_uint_eq(recorder.notified->len, 2);
+    ck_assert_uint_eq(recorder.logged->len, 3); /* recovery, ready */
+    ck_assert_ptr_nonnull(strstr(g_ptr_array_index(recorder.logged, 1), "2 failed relists"));
+
+    /* Steady state: nothing sent, nothing logged. */
+    plegd_relist_monitor_update(monitor, NULL, 2, now += SEC);
+    ck_assert_uint_eq(recorder.notified->len, 2);
+    ck_assert_uint_eq(recorder.logged->len, 3);
+
+    /* A new pod count is a new status, never a second READY=1. */
+    plegd_relist_monitor_update(monitor, NULL, 1, now += SEC);
+    ck_assert_str_eq(last(recorder.notified), "STATUS=relisting 1 pod");
+
+    /* Failing again after being ready: logged at once, then recovery once. */
+    plegd_relist_monitor_update(monitor, refused, 0, now += SEC);
+    ck_assert_uint_eq(recorder.logged->len, 4);
+    ck_assert(g_str_has_prefix(last(recorder.notified), "STATUS=runtime unreachable: "));
+    plegd_relist_monitor_update(monitor, NULL, 1, now += SEC);
+    ck_assert_uint_eq(recorder.logged->len, 5);
+    ck_assert_ptr_nonnull(strstr(last(recorder.logged), "after 1 failed relist"));
+    ck_assert_str_eq(last(recorder.notified), "STATUS=relisting 1 pod");
+
+    plegd_relist_monitor_stopping(monitor);
+    ck_assert_str_eq(last(recorder.notified), "STOPPING=1\nSTATUS=stopping");
+
+    for (guint i = 0, n_ready = 0; i < recorder.notified->len; i++) {
+        if (strstr(g_ptr_array_index(recorder.notified, i), "READY=1"))
+            ck_assert_uint_eq(++n_ready, 1);
+    }
+}
+END_TEST
+
+START_TEST(test_monitor_foreign_error)
+{
+    g_autoptr(PlegdRelistMonitor) monitor = plegd_relist_monitor_new(ENDPOINT, record_notify, NULL);
+    g_autoptr(GError) error =
+        g_error_new_literal(G_IO_ERROR, G_IO_ERROR_FAILED, "broken\nin two lines");
+
+    /* An error that does not name the endpoint gets it; STATUS= stays one line. */
+    plegd_relist_monitor_update(monitor, error, 0, 0);
+    ck_assert_ptr_nonnull(strstr(last(recorder.logged), ENDPOINT ": broken"));
+    ck_assert_str_eq(last(recorder.notified),
+                     "STATUS=relist failing: " ENDPOINT ": broken in two lines");
+}
+END_TEST
+
+static Suite *
+plegd_units_suite(void)
+{
+    Suite *suite = suite_create("plegd-units");
+    TCase *tc;
+
+    tc = tcase_create("json");
+    tcase_add_test(tc, test_json_container_died);
+    tcase_add_test(tc, test_json_container_died_partial_exit);
+    tcase_add_test(tc, test_json_container_died_without_exit);
+    tcase_add_test(tc, test_json_other_types);
+    tcase_add_test(tc, test_write_line);
+    tcase_add_test(tc, test_write_line_broken_pipe);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("bind-address");
+    tcase_add_test(tc, test_bind_address_valid);
+    tcase_add_test(tc, test_bind_address_invalid);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("relist-monitor");
+    tcase_add_checked_fixture(tc, recorder_setup, recorder_teardown);
+    tcase_add_test(tc, test_monitor_rate_limits_failures);
+    tcase_add_test(tc, test_monitor_ready_and_recovery);
+    tcase_add_test(tc, test_monitor_foreign_error);
+    suite_add_tcase(suite, tc);
+
+    return suite;
+}
+
+int
+main(void)
+{
+    SRunner *runner;
+    int n_failed;
+
+    g_log_set_writer_func(record_log, NULL, NULL);
+    runner = srunner_create(plegd_units_suite());
+    srunner_run_all(runner, CK_NORMAL);
+    n_failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return n_failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

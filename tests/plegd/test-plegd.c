@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * plegd as a process: its command line, and running against a runtime that is not there
+ * (HTTP endpoints, logs, sd_notify, signals).
+ */
+#include <signal.h>
+#include <stdlib.h>
+
+#include "pleg-config.h"
+#include "plegd-runner.h"
+
+/* ---- command line ---- */
+
+START_TEST(test_help)
+{
+    static const char *const flags[] = {
+        "--container-runtime-endpoint",
+        "--runtime-request-timeout",
+        "--relist-period",
+        "--relist-threshold",
+        "--metrics-bind-address",
+        "--feature-gates",
+        "--version",
+    };
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(NULL, "--help");
+    g_autofree char *out = NULL;
+
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 0);
+    out = plegd_runner_get_stdout(plegd);
+    for (gsize i = 0; i < G_N_ELEMENTS(flags); i++)
+        ck_assert_msg(strstr(out, flags[i]), "--help does not list %s:\n%s", flags[i], out);
+}
+END_TEST
+
+START_TEST(test_version)
+{
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(NULL, "--version");
+    g_autofree char *out = NULL;
+
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 0);
+    out = plegd_runner_get_stdout(plegd);
+    ck_assert_str_eq(out, "plegd " PLEG_VERSION "\n");
+}
+END_TEST
+
+static const struct {
+    const char *arg;
+    const char *flag;  /* the message names this... */
+    const char *value; /* ...and this */
+} bad_args[] = {
+    {"--relist-period=5parsecs", "--relist-period", "5parsecs"},
+    {"--runtime-request-timeout=5parsecs", "--runtime-request-timeout", "5parsecs"},
+    {"--relist-threshold=3 minutes", "--relist-threshold", "3 minutes"},
+    {"--relist-period=0", "--relist-period", "\"0\""},
+    {"--relist-period=-1s", "--relist-period", "-1s"},
+    {"--relist-threshold=", "--relist-threshold", "\"\""},
+    {"--feature-gates=NoSuchGate=true", "--feature-gates", "NoSuchGate"},
+    {"--feature-gates=EventedPLEG=maybe", "--feature-gates", "maybe"},
+    {"--metrics-bind-address=localhost:10388", "--metrics-bind-address", "localhost:10388"},
+    {"--metrics-bind-address=127.0.0.1:99999", "--metrics-bind-address", "127.0.0.1:99999"},
+    {"--metrics-bind-address=::1:10388", "--metrics-bind-address", "::1:10388"},
+    {"--metrics-bind-address=127.0.0.1", "--metrics-bind-address", "127.0.0.1"},
+    {"--container-runtime-endpoint=tcp://127.0.0.1:1234", "--container-runtime-endpoint",
+     "tcp://127.0.0.1:1234"},
+    {"--no-such-flag", "--no-such-flag", "--no-such-flag"},
+    {"stray-argument", "stray-argument", "stray-argument"},
+};
+
+START_TEST(test_bad_flag)
+{
+    /* Harmless settings first, so that a bad value wrongly accepted does not bind 10388. */
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
+        NULL, "--metrics-bind-address=127.0.0.1:0",
+        "--container-runtime-endpoint=unix:///nonexistent/cri.sock", bad_args[_i].arg);
+    g_autofree char *err = NULL;
+    g_autofree char *out = NULL;
+
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 2);
+    err = plegd_runner_get_stderr(plegd);
+    out = plegd_runner_get_stdout(plegd);
+    ck_assert_msg(strstr(err, bad_args[_i].flag), "%s: message does not name the flag:\n%s",
+                  bad_args[_i].arg, err);
+    ck_assert_msg(strstr(err, bad_args[_i].value), "%s: message does not name the value:\n%s",
+                  bad_args[_i].arg, err);
+    ck_assert_str_eq(out, "");
+}
+END_TEST
+
+/* ---- running without a runtime ---- */
+
+START_TEST(test_unreachable_runtime)
+{
+    g_autofree char *dir = make_tmpdir();
+    g_autofree char *endpoint = g_strdup_printf("unix://%s/nothing.sock", dir);
+    g_autofree char *endpoint_arg = g_strconcat("--container-runtime-endpoint=", endpoint, NULL);
+    const char *const env[] = {"G_MESSAGES_DEBUG=plegd", NULL};
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(env, endpoint_arg, "--relist-period=100ms",
+                                                      "--metrics-bind-address=127.0.0.1:0");
+    g_autofree char *base = plegd_runner_wait_metrics_url(plegd);
+    g_autofree char *url = NULL;
+    g_autofree char *body = NULL;
+    g_autofree char *content_type = NULL;
+    g_autofree char *err = NULL;
+    g_autofree char *out = NULL;
+    g_autofree char *failed_line = NULL;
+    gint64 deadline;
+    guint n_fds;
+
+    ck_assert(g_str_has_prefix(base, "http://127.0.0.1:"));
+    ck_assert_str_ne(base, "http://127.0.0.1:0");
+
+    /* It keeps relisting (debug logs count every failure), and says once what is wrong. */
+    assert_stderr_shows(plegd, "relist failure 5:");
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(strstr(err, "relist failed: "), "%s", err);
+    failed_line =
+        g_strndup(strstr(err, "relist failed: "), strcspn(strstr(err, "relist failed: "), "\n"));
+    ck_assert_msg(strstr(failed_line, endpoint), "the failure does not name %s: %s", endpoint,
+                  failed_line);
+    ck_assert_msg(count_messages(err, "relist failed") <= 2, "failures not rate limited:\n%s", err);
+
+    url = g_strconcat(base, "/healthz", NULL);
+    ck_assert_uint_eq(http_request("GET", url, &body, &content_type), 500);
+    ck_assert_msg(strstr(body, "pleg has yet to be successful"), "%s", body);
+    g_clear_pointer(&body, g_free);
+    g_clear_pointer(&content_type, g_free);
+    g_clear_pointer(&url, g_free);
+
+    url = g_strconcat(base, "/metrics", NULL);
+    ck_assert_uint_eq(http_request("GET", url, &body, &content_type), 200);
+    ck_assert_str_eq(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    ck_assert_msg(strstr(body, "kubelet_pleg_relist_duration_seconds"), "%s", body);
+    g_clear_pointer(&body, g_free);
+    ck_assert_uint_eq(http_request("POST", url, NULL, NULL), 405);
+    g_clear_pointer(&url, g_free);
+
+    url = g_strconcat(base, "/", NULL);
+    ck_assert_uint_eq(http_request("GET", url, NULL, NULL), 404);
+    g_clear_pointer(&url, g_free);
+    url = g_strconcat(base, "/metricsz", NULL);
+    ck_assert_uint_eq(http_request("GET", url, NULL, NULL), 404);
+
+    /* Connections that clients close do not pile up. */
+    n_fds = plegd_runner_count_fds(plegd);
+    for (int i = 0; i < 20; i++)
+        ck_assert_uint_eq(http_request("GET", url, NULL, NULL), 404);
+    deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+    while (plegd_runner_count_fds(plegd) > n_fds + 2 && g_get_monotonic_time() < deadline)
+        g_usleep(10 * 1000);
+    ck_assert_uint_le(plegd_runner_count_fds(plegd), n_fds + 2);
+
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    out = plegd_runner_get_stdout(plegd);
+    ck_assert_str_eq(out, "");
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_notify_without_runtime)
+{
+    g_autofree char *dir = make_tmpdir();
+    g_autofree char *socket_path = g_build_filename(dir, "notify.sock", NULL);
+    g_autofree char *notify_env = g_strconcat("NOTIFY_SOCKET=", socket_path, NULL);
+    g_autofree char *endpoint_arg =
+        g_strdup_printf("--container-runtime-endpoint=unix://%s/nothing.sock", dir);
+    g_autoptr(GSocket) socket = bind_notify_socket(socket_path);
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *received = NULL;
+    g_autofree char *err = NULL;
+    const char *env[] = {notify_env, "G_MESSAGES_DEBUG=plegd", NULL};
+
+    plegd =
+        plegd_runner_spawn(env, endpoint_arg, "--relist-period=100ms", "--metrics-bind-address=");
+
+    /* The monitor notifies before it logs a failure's debug line. */
+    assert_stderr_shows(plegd, "relist failure 5:");
+    received = receive_datagrams(socket, 200 * 1000);
+    ck_assert_msg(strstr(received, "STATUS="), "no STATUS= among:\n%s", received);
+    ck_assert_msg(strstr(received, "nothing.sock"), "STATUS= does not say why:\n%s", received);
+    ck_assert_msg(!strstr(received, "READY=1"), "READY=1 without a runtime:\n%s", received);
+
+    /* HTTP was disabled: nothing was served before relisting started. */
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(!strstr(err, "serving metrics on"), "%s", err);
+
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    g_free(received);
+    received = receive_datagrams(socket, 0);
+    ck_assert_msg(strstr(received, "STOPPING=1"), "no STOPPING=1 among:\n%s", received);
+    ck_assert_msg(!strstr(received, "READY=1"), "%s", received);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_bind_failure)
+{
+    g_autofree char *dir = make_tmpdir();
+    g_autofree char *endpoint_arg =
+        g_strdup_printf("--container-runtime-endpoint=unix://%s/nothing.sock", dir);
+    g_autoptr(GSocket) socket = NULL;
+    g_autoptr(GInetAddress) loopback = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
+    g_autoptr(GSocketAddress) any_port = g_inet_socket_address_new(loopback, 0);
+    g_autoptr(GSocketAddress) bound = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *address = NULL;
+    g_autofree char *address_arg = NULL;
+    g_autofree char *err = NULL;
+
+    socket =
+        g_socket_new(G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, &error);
+    ck_assert_msg(socket, "%s", error ? error->message : "");
+    ck_assert(g_socket_bind(socket, any_port, TRUE, &error));
+    ck_assert(g_socket_listen(socket, &error));
+    bound = g_socket_get_local_address(socket, &error);
+    address = g_strdup_printf("127.0.0.1:%u",
+                              g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(bound)));
+    address_arg = g_strconcat("--metrics-bind-address=", address, NULL);
+
+    plegd = plegd_runner_spawn(NULL, endpoint_arg, address_arg);
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 1);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(strstr(err, address), "the error does not name %s:\n%s", address, err);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+static gboolean
+have_ipv6_loopback(void)
+{
+    g_autoptr(GSocket) socket =
+        g_socket_new(G_SOCKET_FAMILY_IPV6, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL);
+    g_autoptr(GInetAddress) loopback = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV6);
+    g_autoptr(GSocketAddress) address = g_inet_socket_address_new(loopback, 0);
+
+    return socket && g_socket_bind(socket, address, TRUE, NULL);
+}
+
+START_TEST(test_ipv6_and_sigint)
+{
+    g_autofree char *dir = make_tmpdir();
+    g_autofree char *endpoint_arg =
+        g_strdup_printf("--container-runtime-endpoint=unix://%s/nothing.sock", dir);
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *url = NULL;
+
+    if (!have_ipv6_loopback()) {
+        remove_tmpdir(dir);
+        return; /* no ::1 here; nothing to test */
+    }
+
+    plegd = plegd_runner_spawn(NULL, endpoint_arg, "--relist-period=100ms",
+                               "--metrics-bind-address=[::1]:0");
+    base = plegd_runner_wait_metrics_url(plegd);
+    ck_assert_msg(g_str_has_prefix(base, "http://[::1]:"), "%s", base);
+    url = g_strconcat(base, "/healthz", NULL);
+    ck_assert_uint_eq(http_request("GET", url, NULL, NULL), 500);
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGINT), 0);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+static Suite *
+plegd_suite(void)
+{
+    Suite *suite = suite_create("plegd");
+    TCase *tc;
+
+    tc = tcase_create("command-line");
+    tcase_add_test(tc, test_help);
+    tcase_add_test(tc, test_version);
+    tcase_add_loop_test(tc, test_bad_flag, 0, G_N_ELEMENTS(bad_args));
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("no-runtime");
+    tcase_add_test(tc, test_unreachable_runtime);
+    tcase_add_test(tc, test_notify_without_runtime);
+    tcase_add_test(tc, test_bind_failure);
+    tcase_add_test(tc, test_ipv6_and_sigint);
+    suite_add_tcase(suite, tc);
+
+    return suite;
+}
+
+int
+main(void)
+{
+    SRunner *runner = srunner_create(plegd_suite());
+    int n_failed;
+
+    srunner_run_all(runner, CK_NORMAL);
+    n_failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return n_failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
