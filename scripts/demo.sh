@@ -1,0 +1,128 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The main job end to end, as root on Debian 12: installs the dependencies, builds libpleg in
+# $BUILD_DIR (default build), starts a private containerd, runs plegd against it with its events
+# (one JSON object per line) shown on this terminal, creates three pods whose containers exit with
+# different codes, removes them, checks that plegd reported every step, and shuts everything down.
+
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+IMAGE=localhost/pleg-test:latest
+WAIT_SEC=30
+
+say() {
+    printf '\033[1mdemo: %s\033[0m\n' "$*" >&2
+}
+
+fail() {
+    say "FAILED: $*"
+    exit 1
+}
+
+bash scripts/install-deps.sh
+[ -f "$BUILD_DIR/build.ninja" ] || meson setup "$BUILD_DIR"
+ninja -C "$BUILD_DIR"
+
+PLEGD=$BUILD_DIR/examples/plegd/plegd
+CRI_CTL=$BUILD_DIR/tests/tools/cri-ctl
+DIR=$(mktemp -d /tmp/pleg-demo-XXXXXX)
+ENDPOINT=unix://$DIR/containerd.sock
+EVENTS=$DIR/events.jsonl
+plegd_pid=
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    if [ -n "$plegd_pid" ]; then
+        kill -TERM "$plegd_pid" 2>/dev/null || true
+        wait "$plegd_pid" 2>/dev/null || true
+    fi
+    if [ $rc -ne 0 ] && [ -f "$DIR/plegd.log" ]; then
+        say "plegd's log:"
+        cat "$DIR/plegd.log" >&2
+    fi
+    say "stopping containerd"
+    scripts/containerd-sandbox.sh stop "$DIR"
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+cri() {
+    "$CRI_CTL" --endpoint="$ENDPOINT" "$@"
+}
+
+# waits until plegd printed an event of type $1 for container $2 (and matching $3, a regex, if given)
+wait_event() {
+    local deadline=$((SECONDS + WAIT_SEC))
+    until grep -F "\"$2\"" "$EVENTS" 2>/dev/null | grep -E "\"type\": *\"$1\"" | grep -E "${3:-.}" >/dev/null; do
+        [ $SECONDS -lt $deadline ] || fail "no $1 event for $2 within ${WAIT_SEC}s"
+        sleep 0.1
+    done
+}
+
+http_get() {
+    local hostport=${METRICS_URL#http://}
+    (
+        exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}" &&
+            printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" "$hostport" >&3 &&
+            cat <&3
+    )
+}
+
+say "starting a private containerd in $DIR"
+PLEG_SANDBOX_OWNER_PID=$$ scripts/containerd-sandbox.sh start "$DIR"
+
+say "starting plegd; its events follow"
+"$PLEGD" --container-runtime-endpoint="$ENDPOINT" --relist-period=1s \
+    --metrics-bind-address=127.0.0.1:0 > >(tee "$EVENTS") 2>"$DIR/plegd.log" &
+plegd_pid=$!
+
+deadline=$((SECONDS + WAIT_SEC))
+until METRICS_URL=$(grep -o 'serving metrics on http://[^ "]*' "$DIR/plegd.log" 2>/dev/null | cut -d' ' -f4) &&
+    [ -n "$METRICS_URL" ] && [[ $(http_get /healthz 2>/dev/null) == HTTP/1.?' 200 '* ]]; do
+    kill -0 "$plegd_pid" 2>/dev/null || fail "plegd exited"
+    [ $SECONDS -lt $deadline ] || fail "plegd did not become healthy within ${WAIT_SEC}s"
+    sleep 0.2
+done
+say "plegd is healthy, metrics on $METRICS_URL"
+
+declare -A sandbox container code
+pods=(web batch job)
+codes=(0 3 42)
+for i in "${!pods[@]}"; do
+    pod=${pods[$i]}
+    code[$pod]=${codes[$i]}
+    sandbox[$pod]=$(cri runp --name "$pod" --namespace demo --uid "demo-$pod")
+    container[$pod]=$(cri create "${sandbox[$pod]}" --pod-name "$pod" --namespace demo --uid "demo-$pod" \
+        --name main --image "$IMAGE" -- sh -c "sleep $((i + 2)); exit ${code[$pod]}")
+    cri start "${container[$pod]}"
+    say "pod $pod: container ${container[$pod]:0:12} runs 'sleep $((i + 2)); exit ${code[$pod]}'"
+done
+
+for pod in "${pods[@]}"; do
+    wait_event ContainerStarted "${container[$pod]}"
+done
+for pod in "${pods[@]}"; do
+    wait_event ContainerDied "${container[$pod]}" "\"exit_code\": *${code[$pod]}[,}]"
+    say "pod $pod: plegd reported ContainerDied with exit code ${code[$pod]}" \
+        "(runtime: $(cri inspect "${container[$pod]}"))"
+done
+
+say "removing the containers and the pods"
+for pod in "${pods[@]}"; do
+    cri rm "${container[$pod]}"
+    cri stopp "${sandbox[$pod]}"
+    cri rmp "${sandbox[$pod]}"
+done
+for pod in "${pods[@]}"; do
+    wait_event ContainerRemoved "${container[$pod]}"
+    wait_event ContainerRemoved "${sandbox[$pod]}"
+done
+
+say "plegd's relist metrics:"
+http_get /metrics | grep -E '^kubelet_(pleg_relist_duration_seconds_(count|sum)|pleg_events_total|running_)' >&2 || true
+say "done: plegd printed $(wc -l <"$EVENTS") events for 3 pods; all expected events seen"

@@ -1,0 +1,41 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Installs, as root on Debian 12, every package that building libpleg and running all its tests
+# (the integration suite against a private containerd included) and scripts/demo.sh need.
+# Idempotent: does nothing when everything is already installed.
+
+set -euo pipefail
+
+packages=(
+    # build
+    build-essential meson ninja-build pkg-config
+    libglib2.0-dev libjson-glib-dev libsoup-3.0-dev libsystemd-dev
+    libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
+    # tests
+    check valgrind prometheus
+    # a real runtime for tests/integration and the demo; busybox and a static libc build its image
+    containerd runc busybox-static libc6-dev
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+    if [ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null)" != installed ]; then
+        missing+=("$pkg")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all ${#packages[@]} packages installed"
+    exit 0
+fi
+
+if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]}; run as root" >&2
+    exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
