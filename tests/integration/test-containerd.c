@@ -27,8 +27,10 @@
 #define TEST_IMAGE    "localhost/pleg-test:latest"
 #define WAIT_USEC     (30 * G_USEC_PER_SEC)
 #define POLL_USEC     (50 * 1000)
-#define RELIST_PERIOD "1s"
-#define RELIST_USEC   G_USEC_PER_SEC
+/* Short enough that the issue's `sleep 1; exit 7` container is surely seen running by a few
+ * relists, so ContainerStarted is deterministic. */
+#define RELIST_PERIOD "250ms"
+#define RELIST_USEC   (G_USEC_PER_SEC / 4)
 /* Correctness, not a benchmark: a ContainerDied must follow the exit within a relist period plus
  * this much. */
 #define DIED_MARGIN_USEC (3 * G_USEC_PER_SEC)
@@ -510,10 +512,10 @@ START_TEST(test_container_lifecycle)
 
     sandbox_id = cri_ctl("runp", "--name", "integ", "--namespace", "pleg-test", "--uid", uid, NULL);
     ck_assert_str_ne(sandbox_id, "");
-    /* Running for a few relist periods, so that a relist surely sees it running. */
+    /* Runs for four relist periods, so that a relist surely sees it running. */
     container_id = cri_ctl("create", sandbox_id, "--pod-name", "integ", "--namespace", "pleg-test",
                            "--uid", uid, "--name", "exit7", "--image", TEST_IMAGE, "--", "sh", "-c",
-                           "sleep 3; exit 7", NULL);
+                           "sleep 1; exit 7", NULL);
     ck_assert_str_ne(container_id, "");
     g_free(cri_ctl("start", container_id, NULL));
 
