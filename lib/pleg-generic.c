@@ -509,14 +509,11 @@ has_ready_sandbox(const PlegPodStatus *status)
 }
 
 static gboolean
-inspect_container(PlegGeneric *pleg, PlegPodStatus *status, GHashTable *seen, const char *id,
-                  GError **error)
+inspect_container(PlegGeneric *pleg, PlegPodStatus *status, const char *id, GError **error)
 {
     g_autoptr(GError) local_error = NULL;
     PlegContainerStatus *cs;
 
-    if (!g_hash_table_add(seen, g_strdup(id)))
-        return TRUE;
     cs = pleg_runtime_container_status(pleg->runtime, id, pleg->cancellable, &local_error);
     if (!cs) {
         if (is_not_found(local_error))
@@ -528,18 +525,18 @@ inspect_container(PlegGeneric *pleg, PlegPodStatus *status, GHashTable *seen, co
     return TRUE;
 }
 
-/* kubelet's GetPodStatus: every sandbox's status, then the status of every container of those
- * sandboxes.  Objects that vanish meanwhile are skipped; any other error fails the pod. */
+/* kubelet's GetPodStatus: every sandbox's status, newest first, then the status of every
+ * container the listing placed in the pod.  The listing that built @pod is moments old, so the
+ * containers are not listed again.  Objects that vanish meanwhile are skipped; any other error
+ * fails the pod. */
 static PlegPodStatus *
 inspect_pod(PlegGeneric *pleg, const PodSnapshot *pod, PlegPodStatus *previous, GError **error)
 {
     g_autoptr(PlegPodStatus) status = pleg_pod_status_new(pod->uid);
-    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 
     for (guint i = 0; i < pod->sandboxes->len; i++) {
         const PodEntry *e = g_ptr_array_index(pod->sandboxes, i);
         g_autoptr(GError) local_error = NULL;
-        g_autoptr(GPtrArray) containers = NULL;
         PlegPodSandboxStatus *ss;
 
         ss = pleg_runtime_pod_sandbox_status(pleg->runtime, e->id, pleg->cancellable,
@@ -559,20 +556,10 @@ inspect_pod(PlegGeneric *pleg, const PodSnapshot *pod, PlegPodStatus *previous, 
             g_strfreev(status->ips);
             status->ips = g_strdupv(ss->ips);
         }
-
-        if (!pleg_runtime_list_containers(pleg->runtime, e->id, &containers, pleg->cancellable,
-                                          error))
-            return NULL;
-        for (guint j = 0; j < containers->len; j++) {
-            const PlegContainer *c = g_ptr_array_index(containers, j);
-            if (c->id && !inspect_container(pleg, status, seen, c->id, error))
-                return NULL;
-        }
     }
-    /* Containers placed by label, whose sandbox is not listed. */
     for (guint i = 0; i < pod->containers->len; i++) {
         const PodEntry *e = g_ptr_array_index(pod->containers, i);
-        if (!inspect_container(pleg, status, seen, e->id, error))
+        if (!inspect_container(pleg, status, e->id, error))
             return NULL;
     }
 
