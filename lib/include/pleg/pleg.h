@@ -8,3 +8,5 @@
 #include <pleg/pleg-metrics.h>
 #include <pleg/pleg-generic.h>
 #include <pleg/pleg-util.h>
+#include <pleg/pleg-plugin.h>
+#include <pleg/pleg-host.h>

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The plugin host: one object that owns the CRI client, the Generic PLEG, the metrics registry,
+ * the feature gates, the health checkers and the loaded plugins.  plegd is a thin program around
+ * it; a C CRI shim embeds it in its own process with its own GMainContext.
+ */
+#pragma once
+
+#include <gio/gio.h>
+#include <pleg/pleg-generic.h>
+#include <pleg/pleg-metrics.h>
+#include <pleg/pleg-util.h>
+
+G_BEGIN_DECLS
+
+/**
+ * PLEG_HOST_ERROR:
+ *
+ * Errors of the host and its plugin loader.  Messages name the plugin and the exact reason, e.g.
+ * "plugin evented (/usr/lib/pleg/plugins/libpleg-evented.so): ABI major 2, host speaks 1".
+ */
+#define PLEG_HOST_ERROR (pleg_host_error_quark())
+GQuark pleg_host_error_quark(void);
+
+typedef enum {
+    PLEG_HOST_ERROR_CONFIG,           /* bad configuration file or value */
+    PLEG_HOST_ERROR_PLUGIN_FILE,      /* missing, not a regular file, wrong owner or mode */
+    PLEG_HOST_ERROR_PLUGIN_OPEN,      /* dlopen failed: not a shared object, missing library */
+    PLEG_HOST_ERROR_PLUGIN_SYMBOL,    /* no descriptor symbol, or NULL */
+    PLEG_HOST_ERROR_PLUGIN_ABI,       /* major differs, minor newer, size too small, bad name */
+    PLEG_HOST_ERROR_PLUGIN_INIT,      /* init returned an error */
+    PLEG_HOST_ERROR_PLUGIN_START,     /* start returned an error */
+    PLEG_HOST_ERROR_REQUIRED_PLUGIN,  /* a plugin marked required did not load */
+} PlegHostError;
+
+/**
+ * PlegPluginState:
+ * @PLEG_PLUGIN_STATE_DISABLED_GATE: its feature gate is off; the file was not opened.
+ * @PLEG_PLUGIN_STATE_DISABLED_BY_NAME: named in PlegHostConfig.disabled_plugins.
+ * @PLEG_PLUGIN_STATE_FAILED: loading, init or start failed; see the error.
+ * @PLEG_PLUGIN_STATE_RUNNING: started.
+ * @PLEG_PLUGIN_STATE_STOPPED: stopped by pleg_host_stop().
+ */
+typedef enum {
+    PLEG_PLUGIN_STATE_DISABLED_GATE,
+    PLEG_PLUGIN_STATE_DISABLED_BY_NAME,
+    PLEG_PLUGIN_STATE_FAILED,
+    PLEG_PLUGIN_STATE_RUNNING,
+    PLEG_PLUGIN_STATE_STOPPED,
+} PlegPluginState;
+
+const char *pleg_plugin_state_to_string(PlegPluginState state);
+
+/**
+ * PlegPluginInfo:
+ * @name: plugin name (from the file name when the descriptor could not be read).
+ * @path: the file.
+ * @state: what happened to it.
+ * @error: (nullable): why it failed.
+ */
+typedef struct {
+    char *name;
+    char *path;
+    PlegPluginState state;
+    GError *error;
+} PlegPluginInfo;
+
+/**
+ * PlegHostConfig:
+ * @runtime_endpoint: CRI endpoint (kubelet's --container-runtime-endpoint).
+ * @runtime_request_timeout_usec: per-call CRI deadline; 0 = 2 min.
+ * @generic: Generic PLEG configuration (period, threshold, queue capacity, clock).
+ * @plugin_dir: (nullable): where `*.plugin` files (and the modules they name) are looked for;
+ *   %NULL uses the build-time default (`$libdir/pleg/plugins`), "" loads no plugin.
+ * @disabled_plugins: (nullable) (array zero-terminated=1): plugin names not to load.
+ * @required_plugins: (nullable) (array zero-terminated=1): plugin names whose failure (to load,
+ *   init or start, or being disabled) fails pleg_host_start().
+ * @runtime: (nullable): use this runtime instead of a CRI client (tests); the event stream
+ *   services then fail with UNIMPLEMENTED.
+ *
+ * Initialise with pleg_host_config_init(), then set fields.  Strings are borrowed during
+ * pleg_host_new() and copied.
+ */
+typedef struct {
+    const char *runtime_endpoint;
+    gint64 runtime_request_timeout_usec;
+    PlegGenericConfig generic;
+    const char *plugin_dir;
+    const char *const *disabled_plugins;
+    const char *const *required_plugins;
+    PlegRuntime *runtime;
+    /*< private >*/
+    gpointer reserved[8];
+} PlegHostConfig;
+
+void pleg_host_config_init(PlegHostConfig *config);
+
+/**
+ * pleg_feature_gates_load_key_file:
+ * @gates: the gates to change.
+ * @key_file: a key file whose `[FeatureGates]` group holds `Name=true|false` lines.
+ * @error: %PLEG_HOST_ERROR_CONFIG naming the unknown gate or bad value.
+ *
+ * All or nothing, like pleg_feature_gates_parse().
+ */
+gboolean pleg_feature_gates_load_key_file(PlegFeatureGates *gates, GKeyFile *key_file,
+                                          GError **error);
+
+typedef struct _PlegHost PlegHost;
+
+/**
+ * pleg_host_new:
+ * @config: the configuration.
+ * @gates: (transfer none): feature gates, copied by reference: the host reads them; the
+ *   caller keeps them alive and unchanged while the host lives.
+ * @context: (nullable): the caller's context: event callbacks and relist callbacks run there;
+ *   %NULL is the caller's thread-default context.
+ *
+ * Creates the CRI client (no connection yet), the metrics registry and the Generic PLEG.
+ * Nothing runs until pleg_host_start().
+ *
+ * Returns: (transfer full): the host, or %NULL with @error set (bad endpoint).
+ */
+PlegHost *pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates,
+                        GMainContext *context, GError **error);
+
+/**
+ * pleg_host_start:
+ *
+ * Loads the plugins (see pleg-plugin.h for the checks), each on a thread with its own
+ * #GMainContext, starts the Generic PLEG and then the plugins.  A plugin that fails is reported
+ * (pleg_host_get_plugins(), and a message in the "pleg" log domain) and skipped, unless required.
+ *
+ * Returns: %FALSE with @error only when a required plugin failed; the host is then stopped.
+ */
+gboolean pleg_host_start(PlegHost *host, GError **error);
+
+/**
+ * pleg_host_stop:
+ *
+ * Stops the plugins (reverse order), then the Generic PLEG.  Idempotent.  Call from the
+ * thread that owns the host's context.
+ */
+void pleg_host_stop(PlegHost *host);
+
+/** pleg_host_free: stops if needed and frees.  NULL-safe.  Modules stay resident. */
+void pleg_host_free(PlegHost *host);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegHost, pleg_host_free)
+
+/**
+ * pleg_host_add_event_callback:
+ * @func: called for each PodLifecycleEvent, in the host's context.
+ *
+ * Subscribes to the Generic PLEG with a channel of the default capacity.  Call before
+ * pleg_host_start().
+ */
+void pleg_host_add_event_callback(PlegHost *host, PlegEventFunc func, gpointer user_data,
+                                  GDestroyNotify destroy);
+
+/**
+ * pleg_host_set_relist_callback:
+ *
+ * Like pleg_generic_set_relist_callback(), in the host's context.  Call before
+ * pleg_host_start().
+ */
+void pleg_host_set_relist_callback(PlegHost *host, PlegRelistFunc func, gpointer user_data,
+                                   GDestroyNotify destroy);
+
+/**
+ * pleg_host_check_health:
+ * @ret_checker: (out) (optional) (transfer full): the name of the failing checker.
+ *
+ * Runs the health checkers in registration order, stopping at the first failure: "pleg" first,
+ * then those the plugins added.  Any thread.
+ *
+ * The "pleg" checker is the Generic PLEG's health once its subject exists (issue: a slow start
+ * must not starve the systemd watchdog): healthy before pleg_host_start(), and healthy while the
+ * *first* global relist is still running, for at most the relist threshold after start.  A first
+ * relist that completes with an error, or no success within the threshold, is unhealthy with
+ * kubelet's message.  plegd's /healthz asks pleg_generic_healthy() directly, so it reports
+ * "pleg has yet to be successful" until the first relist succeeds.
+ */
+gboolean pleg_host_check_health(PlegHost *host, char **ret_checker, GError **error);
+
+/** Returns: (transfer none): the Generic PLEG. */
+PlegGeneric *pleg_host_get_pleg(PlegHost *host);
+/** Returns: (transfer none): the metrics registry shared by the core and every plugin. */
+PlegMetricsRegistry *pleg_host_get_metrics(PlegHost *host);
+
+/**
+ * pleg_host_get_plugins:
+ *
+ * Returns: (transfer container) (element-type PlegPluginInfo): one entry per plugin file found
+ *   or skipped, in load order; the entries are owned by the host.
+ */
+GPtrArray *pleg_host_get_plugins(PlegHost *host);
+
+G_END_DECLS

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * CRI GetContainerEvents for the container_events_* host services.
+ */
+#include "pleg-host-private.h"
+
+struct _PlegContainerEventStream {
+    CriStream *stream;
+};
+
+PlegContainerEventStream *
+cri_container_events_open(CriChannel *channel, GError **error)
+{
+    Runtime__V1__GetEventsRequest request = RUNTIME__V1__GET_EVENTS_REQUEST__INIT;
+    PlegContainerEventStream *self;
+    CriStream *stream;
+
+    g_return_val_if_fail(channel != NULL, NULL);
+
+    /* No deadline: the watch lives until cancelled.  WAIT_FOR_READY so that a runtime that is
+     * restarting is waited for instead of failing the call at once. */
+    stream = cri_stream_start(channel, "GetContainerEvents", &request.base,
+                              &runtime__v1__container_event_response__descriptor, 0, TRUE, error);
+    if (!stream)
+        return NULL;
+
+    self = g_new0(PlegContainerEventStream, 1);
+    self->stream = stream;
+    return self;
+}
+
+PlegContainerEvent *
+cri_decode_container_event(const Runtime__V1__ContainerEventResponse *message)
+{
+    PlegContainerEvent *event = g_new0(PlegContainerEvent, 1);
+
+    event->container_id = g_strdup(message->container_id ? message->container_id : "");
+    event->type = (PlegContainerEventType)message->container_event_type;
+    event->created_at_ns = message->created_at;
+    if (message->pod_sandbox_status) {
+        event->pod_sandbox_status = cri_decode_pod_sandbox_status(message->pod_sandbox_status);
+        event->has_metadata = message->pod_sandbox_status->metadata != NULL;
+    }
+    event->container_statuses = g_ptr_array_new_full(message->n_containers_statuses,
+                                                     (GDestroyNotify)pleg_container_status_free);
+    for (size_t i = 0; i < message->n_containers_statuses; i++) {
+        if (message->containers_statuses[i])
+            g_ptr_array_add(event->container_statuses,
+                            cri_decode_container_status(message->containers_statuses[i]));
+    }
+    return event;
+}
+
+gboolean
+cri_container_events_read(PlegContainerEventStream *self, PlegContainerEvent **ret_event,
+                          GError **error)
+{
+    g_autoptr(ProtobufCMessage) message = NULL;
+
+    g_return_val_if_fail(self != NULL, FALSE);
+    g_return_val_if_fail(ret_event != NULL, FALSE);
+
+    if (!cri_stream_read(self->stream, &message, NULL, error))
+        return FALSE;
+
+    *ret_event =
+        message ? cri_decode_container_event((const Runtime__V1__ContainerEventResponse *)message)
+                : NULL;
+    return TRUE;
+}
+
+void
+cri_container_events_cancel(PlegContainerEventStream *self)
+{
+    g_return_if_fail(self != NULL);
+    cri_stream_cancel(self->stream);
+}
+
+void
+cri_container_events_free(PlegContainerEventStream *self)
+{
+    if (!self)
+        return;
+    cri_stream_free(self->stream);
+    g_free(self);
+}
+
+void
+cri_container_event_free(PlegContainerEvent *event)
+{
+    if (!event)
+        return;
+    g_free(event->container_id);
+    pleg_pod_sandbox_status_free(event->pod_sandbox_status);
+    if (event->container_statuses)
+        g_ptr_array_unref(event->container_statuses);
+    g_free(event);
+}

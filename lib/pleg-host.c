@@ -1,0 +1,1188 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The plugin host: CRI client, Generic PLEG, metrics, health checkers and the plugin loader.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <pleg/pleg-host.h>
+
+#include "pleg-config.h"
+#include "pleg-host-private.h"
+
+G_DEFINE_QUARK(pleg-host-error-quark, pleg_host_error)
+
+#define PLUGIN_GROUP        "Plugin"
+#define FEATURE_GATES_GROUP "FeatureGates"
+
+typedef struct _PluginEntry PluginEntry;
+
+typedef struct {
+    guint id;
+    char *name;
+    PlegHealthCheckFunc func;
+    gpointer user_data;
+    GDestroyNotify destroy;
+    PluginEntry *owner; /* NULL for the host's own checker */
+} Checker;
+
+typedef struct {
+    PlegEventChannel *channel;
+    GSource *source;
+} Subscription;
+
+struct _PluginEntry {
+    PlegPluginInfo info; /* handed out by pleg_host_get_plugins() */
+    PlegHost *host;
+    char *plugin_file;
+    char *feature_gate;
+    char *log_domain;
+    const PlegPluginDescriptor *descriptor;
+    PlegHostServices services;
+
+    GThread *thread;
+    GMainContext *context;
+    GMainLoop *loop;
+    gpointer state;
+    gboolean initialized;
+};
+
+struct _PlegHost {
+    GMainContext *context;
+    PlegFeatureGates *gates;
+    PlegFeatureGates *own_gates;
+    char *endpoint;
+    PlegCriClient *client;
+    PlegRuntime *runtime;
+    PlegMetricsRegistry *metrics;
+    PlegGeneric *pleg;
+    char *plugin_dir;
+    GStrv disabled_plugins;
+    GStrv required_plugins;
+
+    /* A health round holds the reader lock, so that a checker is never removed (and its
+     * plugin freed) while it runs. */
+    GRWLock health_lock;
+    GPtrArray *checkers;
+    guint next_checker_id;
+    int pleg_running;
+    PlegClockFunc clock;
+    gpointer clock_data;
+    gint64 relist_threshold_usec;
+    gint64 pleg_started_ns;
+    PlegMetric *relist_duration; /* one observation per global relist attempt */
+    guint64 relist_attempts_at_start;
+
+    GPtrArray *subscriptions;
+    GPtrArray *plugins; /* PluginEntry, in load order */
+    gboolean started;
+};
+
+#define ENTRY(h) ((PluginEntry *)(h))
+
+const char *
+pleg_plugin_state_to_string(PlegPluginState state)
+{
+    switch (state) {
+    case PLEG_PLUGIN_STATE_DISABLED_GATE:
+        return "disabled-gate";
+    case PLEG_PLUGIN_STATE_DISABLED_BY_NAME:
+        return "disabled-by-name";
+    case PLEG_PLUGIN_STATE_FAILED:
+        return "failed";
+    case PLEG_PLUGIN_STATE_RUNNING:
+        return "running";
+    case PLEG_PLUGIN_STATE_STOPPED:
+        return "stopped";
+    }
+    return "unknown";
+}
+
+void
+pleg_host_config_init(PlegHostConfig *config)
+{
+    g_return_if_fail(config != NULL);
+
+    memset(config, 0, sizeof(*config));
+    pleg_generic_config_init(&config->generic);
+}
+
+gboolean
+pleg_feature_gates_load_key_file(PlegFeatureGates *gates, GKeyFile *key_file, GError **error)
+{
+    g_auto(GStrv) keys = NULL;
+    g_autoptr(GString) text = g_string_new(NULL);
+    g_autoptr(GError) local_error = NULL;
+
+    g_return_val_if_fail(gates != NULL, FALSE);
+    g_return_val_if_fail(key_file != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+    if (!g_key_file_has_group(key_file, FEATURE_GATES_GROUP))
+        return TRUE;
+    keys = g_key_file_get_keys(key_file, FEATURE_GATES_GROUP, NULL, NULL);
+    if (!keys)
+        return TRUE;
+
+    /* One --feature-gates string, applied by pleg_feature_gates_parse() at once: same names,
+     * same values, same messages, all or nothing. */
+    for (guint i = 0; keys[i]; i++) {
+        g_autofree char *value = g_key_file_get_value(key_file, FEATURE_GATES_GROUP, keys[i], NULL);
+
+        if (strchr(keys[i], ',') || strchr(keys[i], '=')) {
+            g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                        "[" FEATURE_GATES_GROUP "]: unrecognized feature gate: %s", keys[i]);
+            return FALSE;
+        }
+        if (!value || strchr(value, ',')) {
+            g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                        "[" FEATURE_GATES_GROUP "]: invalid value of %s=%s, err: not a boolean "
+                        "(want true or false)",
+                        keys[i], value ? value : "");
+            return FALSE;
+        }
+        if (text->len > 0)
+            g_string_append_c(text, ',');
+        g_string_append_printf(text, "%s=%s", keys[i], value);
+    }
+
+    if (!pleg_feature_gates_parse(gates, text->str, &local_error)) {
+        g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG, "[" FEATURE_GATES_GROUP "]: %s",
+                    local_error->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- health checkers ---- */
+
+static void
+checker_free(Checker *checker)
+{
+    if (checker->destroy)
+        checker->destroy(checker->user_data);
+    g_free(checker->name);
+    g_free(checker);
+}
+
+static guint
+add_checker(PlegHost *self, PluginEntry *owner, const char *name, PlegHealthCheckFunc func,
+            gpointer user_data, GDestroyNotify destroy)
+{
+    Checker *checker;
+    guint id;
+
+    g_return_val_if_fail(name != NULL, 0);
+    g_return_val_if_fail(func != NULL, 0);
+
+    checker = g_new0(Checker, 1);
+    checker->name = g_strdup(name);
+    checker->func = func;
+    checker->user_data = user_data;
+    checker->destroy = destroy;
+    checker->owner = owner;
+
+    g_rw_lock_writer_lock(&self->health_lock);
+    id = checker->id = ++self->next_checker_id;
+    g_ptr_array_add(self->checkers, checker);
+    g_rw_lock_writer_unlock(&self->health_lock);
+    return id;
+}
+
+/* Removes the checker @id (when != 0) or every checker of @owner (when @id == 0). */
+static void
+remove_checkers(PlegHost *self, guint id, PluginEntry *owner)
+{
+    g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func((GDestroyNotify)checker_free);
+
+    g_rw_lock_writer_lock(&self->health_lock);
+    for (guint i = 0; i < self->checkers->len;) {
+        Checker *checker = g_ptr_array_index(self->checkers, i);
+
+        if (id != 0 ? checker->id == id : checker->owner == owner)
+            g_ptr_array_add(removed, g_ptr_array_steal_index(self->checkers, i));
+        else
+            i++;
+    }
+    g_rw_lock_writer_unlock(&self->health_lock);
+    /* Destroy notifies run unlocked: they may call back into the host. */
+}
+
+gboolean
+pleg_host_check_health(PlegHost *self, char **ret_checker, GError **error)
+{
+    g_return_val_if_fail(self != NULL, FALSE);
+
+    g_rw_lock_reader_lock(&self->health_lock);
+    for (guint i = 0; i < self->checkers->len; i++) {
+        Checker *checker = g_ptr_array_index(self->checkers, i);
+        g_autoptr(GError) local_error = NULL;
+
+        if (checker->func(checker->user_data, &local_error))
+            continue;
+
+        if (!local_error)
+            local_error = g_error_new(G_IO_ERROR, G_IO_ERROR_FAILED, "health checker %s failed",
+                                      checker->name);
+        if (ret_checker)
+            *ret_checker = g_strdup(checker->name);
+        g_rw_lock_reader_unlock(&self->health_lock);
+        g_propagate_error(error, g_steal_pointer(&local_error));
+        return FALSE;
+    }
+    g_rw_lock_reader_unlock(&self->health_lock);
+    return TRUE;
+}
+
+static gint64
+now_ns(PlegHost *self)
+{
+    return self->clock ? self->clock(self->clock_data) : g_get_real_time() * 1000;
+}
+
+static gboolean
+pleg_health_check(gpointer user_data, GError **error)
+{
+    PlegHost *self = user_data;
+    g_autofree char *message = NULL;
+
+    /* Not started yet (or stopped): nothing to be late for. */
+    if (!g_atomic_int_get(&self->pleg_running))
+        return TRUE;
+    /* Still starting: the first relist is in progress.  A runtime slow to answer at start-up
+     * must not stop the systemd watchdog heartbeat (kubelet's slow-start report), so a first
+     * relist that has not finished yet gets the health threshold, as if the PLEG had been seen
+     * active when it started.  A first relist that finished and failed is unhealthy at once. */
+    if (pleg_generic_get_last_relist_time(self->pleg) == 0 &&
+        pleg_metric_get_count(self->relist_duration, NULL) == self->relist_attempts_at_start &&
+        now_ns(self) - self->pleg_started_ns <= self->relist_threshold_usec * 1000)
+        return TRUE;
+    if (pleg_generic_healthy(self->pleg, &message))
+        return TRUE;
+    g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, message);
+    return FALSE;
+}
+
+/* ---- host services ---- */
+
+static GMainContext *
+service_get_main_context(PlegPluginHost *host)
+{
+    return ENTRY(host)->context;
+}
+
+static gboolean
+service_feature_enabled(PlegPluginHost *host, const char *gate)
+{
+    return gate && pleg_feature_gates_enabled(ENTRY(host)->host->gates, gate);
+}
+
+static int
+service_request_relist(PlegPluginHost *host, const char *pod_uid, PlegPluginRelistSource source)
+{
+    PluginEntry *entry = ENTRY(host);
+
+    if (!pod_uid || source < PLEG_PLUGIN_RELIST_SOURCE_EVENTED_PLEG ||
+        source > PLEG_PLUGIN_RELIST_SOURCE_POST_ALLOCATION) {
+        g_debug("plugin %s: RequestRelist with %s, dropped", entry->info.name,
+                pod_uid ? "an invalid source" : "no pod uid");
+        return PLEG_RELIST_REQUEST_DROPPED;
+    }
+    /* PlegPluginRelistSource has PlegRelistSource's numbers. */
+    return pleg_generic_request_relist(entry->host->pleg, pod_uid, (PlegRelistSource)source);
+}
+
+static PlegMetric *
+service_metric_register(PlegPluginHost *host, PlegMetricType type, const char *name,
+                        const char *help, const char *const *label_names, const double *buckets,
+                        gsize n_buckets)
+{
+    return pleg_metrics_register(ENTRY(host)->host->metrics, type, name, help, label_names, buckets,
+                                 n_buckets);
+}
+
+static guint
+service_add_health_checker(PlegPluginHost *host, const char *name, PlegHealthCheckFunc func,
+                           gpointer user_data, GDestroyNotify destroy)
+{
+    return add_checker(ENTRY(host)->host, ENTRY(host), name, func, user_data, destroy);
+}
+
+static void
+service_remove_health_checker(PlegPluginHost *host, guint id)
+{
+    if (id != 0)
+        remove_checkers(ENTRY(host)->host, id, NULL);
+}
+
+static gboolean
+service_check_health(PlegPluginHost *host, char **ret_checker, GError **error)
+{
+    return pleg_host_check_health(ENTRY(host)->host, ret_checker, error);
+}
+
+static const char *
+level_to_priority(GLogLevelFlags level)
+{
+    if (level & G_LOG_LEVEL_ERROR)
+        return "3";
+    if (level & (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))
+        return "4";
+    if (level & G_LOG_LEVEL_MESSAGE)
+        return "5";
+    if (level & G_LOG_LEVEL_INFO)
+        return "6";
+    return "7";
+}
+
+static void
+service_log(PlegPluginHost *host, GLogLevelFlags level, const GLogField *fields, gsize n_fields)
+{
+    PluginEntry *entry = ENTRY(host);
+    g_autofree GLogField *all = g_new0(GLogField, n_fields + 2);
+    gboolean has_domain = FALSE, has_priority = FALSE;
+    gsize n = 0;
+
+    for (gsize i = 0; i < n_fields; i++) {
+        if (g_str_equal(fields[i].key, "GLIB_DOMAIN"))
+            has_domain = TRUE;
+        else if (g_str_equal(fields[i].key, "PRIORITY"))
+            has_priority = TRUE;
+        all[n++] = fields[i];
+    }
+    if (!has_domain)
+        all[n++] = (GLogField){"GLIB_DOMAIN", entry->log_domain, -1};
+    if (!has_priority)
+        all[n++] = (GLogField){"PRIORITY", level_to_priority(level), -1};
+    g_log_structured_array(level, all, n);
+}
+
+static const char *
+service_get_runtime_endpoint(PlegPluginHost *host)
+{
+    PlegHost *self = ENTRY(host)->host;
+
+    return self->endpoint ? self->endpoint : "";
+}
+
+static PlegContainerEventStream *
+service_container_events_open(PlegPluginHost *host, GError **error)
+{
+    PlegHost *self = ENTRY(host)->host;
+
+    if (!self->client) {
+        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_UNIMPLEMENTED,
+                    "GetContainerEvents: the host runs on an in-process runtime, not CRI");
+        return NULL;
+    }
+    return cri_container_events_open(cri_client_get_channel(self->client), error);
+}
+
+static void
+init_services(PluginEntry *entry)
+{
+    entry->services = (PlegHostServices){
+        .size = sizeof(PlegHostServices),
+        .abi_minor = PLEG_PLUGIN_ABI_MINOR,
+        .host = (PlegPluginHost *)entry,
+        .get_main_context = service_get_main_context,
+        .feature_enabled = service_feature_enabled,
+        .request_relist = service_request_relist,
+        .metric_register = service_metric_register,
+        .metric_add = pleg_metric_add,
+        .metric_set = pleg_metric_set,
+        .metric_observe = pleg_metric_observe,
+        .add_health_checker = service_add_health_checker,
+        .remove_health_checker = service_remove_health_checker,
+        .check_health = service_check_health,
+        .log = service_log,
+        .get_runtime_endpoint = service_get_runtime_endpoint,
+        .container_events_open = service_container_events_open,
+        .container_events_read = cri_container_events_read,
+        .container_events_cancel = cri_container_events_cancel,
+        .container_events_free = cri_container_events_free,
+        .container_event_free = cri_container_event_free,
+    };
+}
+
+/* ---- plugin threads ---- */
+
+typedef void (*PluginFunc)(PluginEntry *entry, gpointer data);
+
+typedef struct {
+    PluginEntry *entry;
+    PluginFunc func;
+    gpointer data;
+    GMutex lock;
+    GCond cond;
+    gboolean done;
+} PluginCall;
+
+static gboolean
+plugin_call_dispatch(gpointer user_data)
+{
+    PluginCall *call = user_data;
+
+    call->func(call->entry, call->data);
+    g_mutex_lock(&call->lock);
+    call->done = TRUE;
+    g_cond_signal(&call->cond);
+    g_mutex_unlock(&call->lock);
+    return G_SOURCE_REMOVE;
+}
+
+/* Runs @func in the plugin's thread and waits for it.  A source rather than
+ * g_main_context_invoke(), which would run @func right here if the plugin thread had not
+ * acquired its context yet. */
+static void
+run_in_plugin_thread(PluginEntry *entry, PluginFunc func, gpointer data)
+{
+    PluginCall call = {entry, func, data};
+    GSource *source;
+
+    g_mutex_init(&call.lock);
+    g_cond_init(&call.cond);
+
+    source = g_idle_source_new();
+    g_source_set_priority(source, G_PRIORITY_DEFAULT);
+    g_source_set_callback(source, plugin_call_dispatch, &call, NULL);
+    g_source_attach(source, entry->context);
+    g_source_unref(source);
+
+    g_mutex_lock(&call.lock);
+    while (!call.done)
+        g_cond_wait(&call.cond, &call.lock);
+    g_mutex_unlock(&call.lock);
+
+    g_cond_clear(&call.cond);
+    g_mutex_clear(&call.lock);
+}
+
+static gpointer
+plugin_thread(gpointer user_data)
+{
+    PluginEntry *entry = user_data;
+
+    g_main_context_push_thread_default(entry->context);
+    g_main_loop_run(entry->loop);
+    g_main_context_pop_thread_default(entry->context);
+    return NULL;
+}
+
+static gboolean
+quit_loop(gpointer user_data)
+{
+    g_main_loop_quit(user_data);
+    return G_SOURCE_REMOVE;
+}
+
+static gboolean
+start_plugin_thread(PluginEntry *entry, GError **error)
+{
+    g_autofree char *thread_name = g_strdup_printf("pleg-%s", entry->info.name);
+
+    entry->context = g_main_context_new();
+    entry->loop = g_main_loop_new(entry->context, FALSE);
+    entry->thread = g_thread_try_new(thread_name, plugin_thread, entry, error);
+    if (!entry->thread) {
+        g_clear_pointer(&entry->loop, g_main_loop_unref);
+        g_clear_pointer(&entry->context, g_main_context_unref);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void
+stop_plugin_thread(PluginEntry *entry)
+{
+    GSource *source;
+
+    if (!entry->thread)
+        return;
+
+    /* Posted as a source: processed only once the loop runs, so it cannot be lost. */
+    source = g_idle_source_new();
+    g_source_set_priority(source, G_PRIORITY_LOW);
+    g_source_set_callback(source, quit_loop, entry->loop, NULL);
+    g_source_attach(source, entry->context);
+    g_source_unref(source);
+    g_thread_join(g_steal_pointer(&entry->thread));
+    g_clear_pointer(&entry->loop, g_main_loop_unref);
+    g_clear_pointer(&entry->context, g_main_context_unref);
+}
+
+typedef struct {
+    gboolean ok;
+    GError *error;
+} CallResult;
+
+static void
+call_init(PluginEntry *entry, gpointer data)
+{
+    CallResult *result = data;
+    gpointer state = NULL;
+
+    if (!entry->descriptor->init) {
+        result->ok = TRUE;
+        return;
+    }
+    result->ok = entry->descriptor->init(&entry->services, &state, &result->error);
+    if (result->ok)
+        entry->state = state;
+}
+
+static void
+call_start(PluginEntry *entry, gpointer data)
+{
+    CallResult *result = data;
+
+    result->ok =
+        !entry->descriptor->start || entry->descriptor->start(entry->state, &result->error);
+}
+
+static void
+call_stop_free(PluginEntry *entry, gpointer data)
+{
+    if (entry->descriptor->stop)
+        entry->descriptor->stop(entry->state);
+    /* Checkers the plugin left behind must not outlive its state. */
+    remove_checkers(entry->host, 0, entry);
+    if (entry->descriptor->free)
+        entry->descriptor->free(entry->state);
+    entry->state = NULL;
+    entry->initialized = FALSE;
+}
+
+/* Runs stop and free in the plugin thread, then ends the thread. */
+static void
+shutdown_plugin(PluginEntry *entry)
+{
+    if (entry->initialized)
+        run_in_plugin_thread(entry, call_stop_free, NULL);
+    else if (entry->thread)
+        remove_checkers(entry->host, 0, entry);
+    stop_plugin_thread(entry);
+}
+
+/* ---- loader ---- */
+
+static void
+plugin_entry_free(PluginEntry *entry)
+{
+    if (!entry)
+        return;
+    g_free(entry->info.name);
+    g_free(entry->info.path);
+    g_clear_error(&entry->info.error);
+    g_free(entry->plugin_file);
+    g_free(entry->feature_gate);
+    g_free(entry->log_domain);
+    g_free(entry);
+}
+
+G_GNUC_PRINTF(3, 4)
+static void
+plugin_fail(PluginEntry *entry, PlegHostError code, const char *format, ...)
+{
+    g_autofree char *reason = NULL;
+    va_list args;
+
+    va_start(args, format);
+    reason = g_strdup_vprintf(format, args);
+    va_end(args);
+
+    entry->info.state = PLEG_PLUGIN_STATE_FAILED;
+    g_clear_error(&entry->info.error);
+    entry->info.error = g_error_new(PLEG_HOST_ERROR, code, "plugin %s (%s): %s", entry->info.name,
+                                    entry->info.path, reason);
+}
+
+static gboolean
+valid_plugin_name(const char *name)
+{
+    if (!name || !*name)
+        return FALSE;
+    for (const char *p = name; *p; p++) {
+        if (!g_ascii_islower(*p) && !g_ascii_isdigit(*p) && *p != '-')
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+is_required(PlegHost *self, const char *name)
+{
+    return self->required_plugins &&
+           g_strv_contains((const char *const *)self->required_plugins, name);
+}
+
+static PluginEntry *
+find_plugin(PlegHost *self, const char *name)
+{
+    for (guint i = 0; i < self->plugins->len; i++) {
+        PluginEntry *entry = g_ptr_array_index(self->plugins, i);
+
+        if (g_str_equal(entry->info.name, name))
+            return entry;
+    }
+    return NULL;
+}
+
+/* Reads the .plugin file: name, module path, gate.  FALSE when the entry failed. */
+static gboolean
+read_plugin_file(PlegHost *self, PluginEntry *entry)
+{
+    g_autoptr(GKeyFile) key_file = g_key_file_new();
+    g_autoptr(GError) local_error = NULL;
+    g_autofree char *name = NULL;
+    g_autofree char *module = NULL;
+    g_autofree char *gate = NULL;
+
+    if (!g_key_file_load_from_file(key_file, entry->plugin_file, G_KEY_FILE_NONE, &local_error)) {
+        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG, "cannot read the plugin file: %s",
+                    local_error->message);
+        return FALSE;
+    }
+
+    name = g_key_file_get_string(key_file, PLUGIN_GROUP, "Name", NULL);
+    if (!name) {
+        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG, "no Name in [" PLUGIN_GROUP "]");
+        return FALSE;
+    }
+    if (!valid_plugin_name(name)) {
+        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG, "invalid Name=%s, want [a-z0-9-]+", name);
+        return FALSE;
+    }
+    g_free(entry->info.name);
+    entry->info.name = g_strdup(name);
+
+    if (find_plugin(self, name)) {
+        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG, "another plugin is named %s", name);
+        return FALSE;
+    }
+
+    module = g_key_file_get_string(key_file, PLUGIN_GROUP, "Module", NULL);
+    if (!module || !*module) {
+        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG, "no Module in [" PLUGIN_GROUP "]");
+        return FALSE;
+    }
+    g_free(entry->info.path);
+    entry->info.path = g_path_is_absolute(module)
+                           ? g_strdup(module)
+                           : g_build_filename(self->plugin_dir, module, NULL);
+
+    gate = g_key_file_get_string(key_file, PLUGIN_GROUP, "FeatureGate", NULL);
+    if (gate && *gate)
+        entry->feature_gate = g_steal_pointer(&gate);
+
+    entry->log_domain = g_strdup_printf("pleg-%s", entry->info.name);
+    return TRUE;
+}
+
+/* Modelled on NetworkManager's nm_utils_validate_plugin(). */
+static gboolean
+check_module_file(PluginEntry *entry)
+{
+    struct stat st;
+
+    if (stat(entry->info.path, &st) < 0) {
+        int errsv = errno;
+
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_FILE, "cannot stat the module: %s",
+                    g_strerror(errsv));
+        return FALSE;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_FILE, "not a regular file");
+        return FALSE;
+    }
+    if (st.st_uid != 0 && st.st_uid != geteuid()) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_FILE, "owned by uid %u, not by root or uid %u",
+                    (unsigned)st.st_uid, (unsigned)geteuid());
+        return FALSE;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_FILE, "writable by group or others (mode %04o)",
+                    (unsigned)(st.st_mode & 07777));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+check_descriptor(PluginEntry *entry, const PlegPluginDescriptor *descriptor)
+{
+    const gsize reserved_offset = G_STRUCT_OFFSET(PlegPluginDescriptor, reserved);
+
+    /* abi_major, abi_minor and size are at the same place in every ABI version. */
+    if (descriptor->abi_major != PLEG_PLUGIN_ABI_MAJOR) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI, "ABI major %u, host speaks %u",
+                    descriptor->abi_major, PLEG_PLUGIN_ABI_MAJOR);
+        return FALSE;
+    }
+    if (descriptor->abi_minor > PLEG_PLUGIN_ABI_MINOR) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI, "ABI minor %u is newer than the host's %u",
+                    descriptor->abi_minor, PLEG_PLUGIN_ABI_MINOR);
+        return FALSE;
+    }
+    if (descriptor->size < reserved_offset) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI,
+                    "descriptor size %u is smaller than the %u bytes of ABI %u.%u",
+                    descriptor->size, (unsigned)reserved_offset, PLEG_PLUGIN_ABI_MAJOR,
+                    descriptor->abi_minor);
+        return FALSE;
+    }
+    if (!descriptor->name || !g_str_equal(descriptor->name, entry->info.name)) {
+        plugin_fail(
+            entry, PLEG_HOST_ERROR_PLUGIN_ABI, "descriptor name %s does not match Name=%s of %s",
+            descriptor->name ? descriptor->name : "(null)", entry->info.name, entry->plugin_file);
+        return FALSE;
+    }
+    if (g_strcmp0(descriptor->feature_gate, entry->feature_gate) != 0) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI,
+                    "descriptor feature gate %s does not match FeatureGate=%s of %s",
+                    descriptor->feature_gate ? descriptor->feature_gate : "(none)",
+                    entry->feature_gate ? entry->feature_gate : "", entry->plugin_file);
+        return FALSE;
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(descriptor->reserved) &&
+                      reserved_offset + (i + 1) * sizeof(gpointer) <= descriptor->size;
+         i++) {
+        if (descriptor->reserved[i]) {
+            plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI, "reserved descriptor fields are set");
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* Opens the module and checks the descriptor.  The module stays resident once it passed. */
+static gboolean
+open_module(PluginEntry *entry)
+{
+    g_autoptr(GError) local_error = NULL;
+    GModule *module;
+    gpointer symbol = NULL;
+
+    module = g_module_open_full(entry->info.path, G_MODULE_BIND_LOCAL | G_MODULE_BIND_LAZY,
+                                &local_error);
+    if (!module) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_OPEN, "cannot open the module: %s",
+                    local_error->message);
+        return FALSE;
+    }
+
+    if (!g_module_symbol(module, PLEG_PLUGIN_DESCRIPTOR_SYMBOL, &symbol)) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_SYMBOL,
+                    "no symbol " PLEG_PLUGIN_DESCRIPTOR_SYMBOL);
+        g_module_close(module);
+        return FALSE;
+    }
+    if (!symbol) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_SYMBOL,
+                    "symbol " PLEG_PLUGIN_DESCRIPTOR_SYMBOL " is NULL");
+        g_module_close(module);
+        return FALSE;
+    }
+    if (!check_descriptor(entry, symbol)) {
+        g_module_close(module);
+        return FALSE;
+    }
+
+    g_module_make_resident(module);
+    entry->descriptor = symbol;
+    return TRUE;
+}
+
+static void
+init_plugin(PluginEntry *entry)
+{
+    g_autoptr(GError) local_error = NULL;
+    CallResult result = {0};
+
+    init_services(entry);
+    if (!start_plugin_thread(entry, &local_error)) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_INIT, "cannot start its thread: %s",
+                    local_error->message);
+        return;
+    }
+
+    run_in_plugin_thread(entry, call_init, &result);
+    if (!result.ok) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_INIT, "init failed: %s",
+                    result.error ? result.error->message : "no reason given");
+        g_clear_error(&result.error);
+        shutdown_plugin(entry);
+        return;
+    }
+    g_clear_error(&result.error);
+    entry->initialized = TRUE;
+}
+
+static void
+start_plugin(PluginEntry *entry)
+{
+    CallResult result = {0};
+
+    run_in_plugin_thread(entry, call_start, &result);
+    if (!result.ok) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_START, "start failed: %s",
+                    result.error ? result.error->message : "no reason given");
+        g_clear_error(&result.error);
+        shutdown_plugin(entry);
+        return;
+    }
+    g_clear_error(&result.error);
+    entry->info.state = PLEG_PLUGIN_STATE_RUNNING;
+    g_debug("plugin %s (%s) running", entry->info.name, entry->info.path);
+}
+
+static void
+report_failure(PlegHost *self, PluginEntry *entry)
+{
+    if (entry->info.state != PLEG_PLUGIN_STATE_FAILED)
+        return;
+    if (is_required(self, entry->info.name))
+        g_message("%s", entry->info.error->message);
+    else
+        g_message("%s, ignoring", entry->info.error->message);
+}
+
+static GPtrArray *
+list_plugin_files(const char *dir)
+{
+    g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) local_error = NULL;
+    g_autoptr(GDir) handle = NULL;
+    const char *name;
+
+    handle = g_dir_open(dir, 0, &local_error);
+    if (!handle) {
+        g_debug("plugin directory %s: %s, no plugins", dir, local_error->message);
+        return g_steal_pointer(&files);
+    }
+    while ((name = g_dir_read_name(handle))) {
+        if (g_str_has_suffix(name, ".plugin"))
+            g_ptr_array_add(files, g_strdup(name));
+    }
+    return g_steal_pointer(&files);
+}
+
+static int
+compare_file_names(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void
+load_plugins(PlegHost *self)
+{
+    g_autoptr(GPtrArray) files = NULL;
+
+    if (!self->plugin_dir || !*self->plugin_dir)
+        return;
+
+    files = list_plugin_files(self->plugin_dir);
+    g_ptr_array_sort(files, compare_file_names);
+
+    for (guint i = 0; i < files->len; i++) {
+        const char *file_name = g_ptr_array_index(files, i);
+        PluginEntry *entry = g_new0(PluginEntry, 1);
+
+        entry->host = self;
+        entry->plugin_file = g_build_filename(self->plugin_dir, file_name, NULL);
+        entry->info.name = g_strndup(file_name, strlen(file_name) - strlen(".plugin"));
+        entry->info.path = g_strdup(entry->plugin_file);
+        entry->info.state = PLEG_PLUGIN_STATE_STOPPED;
+
+        if (!read_plugin_file(self, entry)) {
+            g_ptr_array_add(self->plugins, entry);
+            report_failure(self, entry);
+            continue;
+        }
+        g_ptr_array_add(self->plugins, entry);
+
+        /* Both checks come before the module is opened: a disabled plugin runs no code. */
+        if (self->disabled_plugins &&
+            g_strv_contains((const char *const *)self->disabled_plugins, entry->info.name)) {
+            entry->info.state = PLEG_PLUGIN_STATE_DISABLED_BY_NAME;
+            g_debug("plugin %s disabled by name, not loaded", entry->info.name);
+            continue;
+        }
+        if (entry->feature_gate && !pleg_feature_gates_enabled(self->gates, entry->feature_gate)) {
+            entry->info.state = PLEG_PLUGIN_STATE_DISABLED_GATE;
+            g_debug("plugin %s disabled: feature gate %s is off, not loaded", entry->info.name,
+                    entry->feature_gate);
+            continue;
+        }
+
+        if (check_module_file(entry) && open_module(entry))
+            init_plugin(entry);
+        report_failure(self, entry);
+    }
+}
+
+/* Whether every required plugin is (still) on its way to running. */
+static gboolean
+check_required(PlegHost *self, gboolean started, GError **error)
+{
+    if (!self->required_plugins)
+        return TRUE;
+
+    for (guint i = 0; self->required_plugins[i]; i++) {
+        const char *name = self->required_plugins[i];
+        PluginEntry *entry = find_plugin(self, name);
+
+        if (!entry) {
+            g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN,
+                        "required plugin %s was not found in %s", name,
+                        self->plugin_dir && *self->plugin_dir ? self->plugin_dir
+                                                              : "(no plugin directory)");
+            return FALSE;
+        }
+        switch (entry->info.state) {
+        case PLEG_PLUGIN_STATE_FAILED:
+            g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN, "required %s",
+                        entry->info.error->message);
+            return FALSE;
+        case PLEG_PLUGIN_STATE_DISABLED_GATE:
+            g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN,
+                        "required plugin %s is disabled: feature gate %s is off", name,
+                        entry->feature_gate);
+            return FALSE;
+        case PLEG_PLUGIN_STATE_DISABLED_BY_NAME:
+            g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN,
+                        "required plugin %s is disabled by name", name);
+            return FALSE;
+        case PLEG_PLUGIN_STATE_RUNNING:
+        case PLEG_PLUGIN_STATE_STOPPED:
+            if (started && entry->info.state != PLEG_PLUGIN_STATE_RUNNING) {
+                g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN,
+                            "required plugin %s is not running", name);
+                return FALSE;
+            }
+            break;
+        }
+    }
+    return TRUE;
+}
+
+static void
+stop_all(PlegHost *self)
+{
+    for (guint i = self->plugins->len; i > 0; i--) {
+        PluginEntry *entry = g_ptr_array_index(self->plugins, i - 1);
+
+        if (!entry->thread)
+            continue;
+        shutdown_plugin(entry);
+        if (entry->info.state == PLEG_PLUGIN_STATE_RUNNING)
+            entry->info.state = PLEG_PLUGIN_STATE_STOPPED;
+    }
+    pleg_generic_stop(self->pleg);
+    g_atomic_int_set(&self->pleg_running, FALSE);
+}
+
+gboolean
+pleg_host_start(PlegHost *self, GError **error)
+{
+    g_return_val_if_fail(self != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+    if (self->started)
+        return TRUE;
+
+    /* A restart loads the plugins again (their modules are still resident). */
+    g_ptr_array_set_size(self->plugins, 0);
+    load_plugins(self);
+    if (!check_required(self, FALSE, error)) {
+        stop_all(self);
+        return FALSE;
+    }
+
+    self->pleg_started_ns = now_ns(self);
+    self->relist_attempts_at_start = pleg_metric_get_count(self->relist_duration, NULL);
+    pleg_generic_start(self->pleg);
+    g_atomic_int_set(&self->pleg_running, TRUE);
+
+    for (guint i = 0; i < self->plugins->len; i++) {
+        PluginEntry *entry = g_ptr_array_index(self->plugins, i);
+
+        if (!entry->initialized)
+            continue;
+        start_plugin(entry);
+        report_failure(self, entry);
+    }
+    if (!check_required(self, TRUE, error)) {
+        stop_all(self);
+        return FALSE;
+    }
+
+    self->started = TRUE;
+    return TRUE;
+}
+
+void
+pleg_host_stop(PlegHost *self)
+{
+    g_return_if_fail(self != NULL);
+
+    if (!self->started)
+        return;
+    stop_all(self);
+    self->started = FALSE;
+}
+
+/* ---- the host ---- */
+
+PlegHost *
+pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContext *context,
+              GError **error)
+{
+    g_autoptr(PlegHost) self = NULL;
+
+    g_return_val_if_fail(config != NULL, NULL);
+    g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+
+    self = g_new0(PlegHost, 1);
+    self->context = context ? g_main_context_ref(context) : g_main_context_ref_thread_default();
+    if (!gates)
+        gates = self->own_gates = pleg_feature_gates_new();
+    self->gates = gates;
+    g_rw_lock_init(&self->health_lock);
+    self->checkers = g_ptr_array_new();
+    self->subscriptions = g_ptr_array_new();
+    self->plugins = g_ptr_array_new_with_free_func((GDestroyNotify)plugin_entry_free);
+    self->plugin_dir = g_strdup(config->plugin_dir ? config->plugin_dir : PLEG_PLUGIN_DIR);
+    self->disabled_plugins = g_strdupv((char **)config->disabled_plugins);
+    self->required_plugins = g_strdupv((char **)config->required_plugins);
+
+    if (config->runtime) {
+        self->runtime = pleg_runtime_ref(config->runtime);
+    } else {
+        g_autoptr(GError) local_error = NULL;
+
+        self->endpoint = g_strdup(config->runtime_endpoint ? config->runtime_endpoint
+                                                           : PLEG_DEFAULT_CRI_ENDPOINT);
+        self->client =
+            pleg_cri_client_new(self->endpoint, config->runtime_request_timeout_usec, &local_error);
+        if (!self->client) {
+            g_set_error_literal(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                                local_error->message);
+            return NULL;
+        }
+        self->runtime = pleg_cri_client_as_runtime(self->client);
+    }
+
+    self->clock = config->generic.clock;
+    self->clock_data = config->generic.clock_data;
+    self->relist_threshold_usec = config->generic.relist_threshold_usec > 0
+                                      ? config->generic.relist_threshold_usec
+                                      : PLEG_DEFAULT_RELIST_THRESHOLD_USEC;
+    self->metrics = pleg_metrics_registry_new();
+    self->pleg = pleg_generic_new(self->runtime, &config->generic, self->metrics);
+    self->relist_duration =
+        pleg_metrics_lookup(self->metrics, "kubelet_pleg_relist_duration_seconds");
+    add_checker(self, NULL, "pleg", pleg_health_check, self, NULL);
+
+    return g_steal_pointer(&self);
+}
+
+void
+pleg_host_free(PlegHost *self)
+{
+    if (!self)
+        return;
+
+    if (self->pleg)
+        pleg_host_stop(self);
+
+    for (guint i = 0; i < self->subscriptions->len; i++) {
+        Subscription *subscription = g_ptr_array_index(self->subscriptions, i);
+
+        g_source_destroy(subscription->source);
+        g_source_unref(subscription->source);
+        pleg_generic_unsubscribe(self->pleg, subscription->channel);
+        g_free(subscription);
+    }
+    g_ptr_array_unref(self->subscriptions);
+
+    /* Any checker left is the host's own. */
+    while (self->checkers->len > 0)
+        checker_free(g_ptr_array_steal_index(self->checkers, self->checkers->len - 1));
+    g_ptr_array_unref(self->checkers);
+    g_rw_lock_clear(&self->health_lock);
+
+    g_ptr_array_unref(self->plugins);
+    pleg_generic_free(self->pleg);
+    if (self->metrics)
+        pleg_metrics_registry_unref(self->metrics);
+    if (self->runtime)
+        pleg_runtime_unref(self->runtime);
+    if (self->client)
+        pleg_cri_client_unref(self->client);
+    pleg_feature_gates_free(self->own_gates);
+    g_strfreev(self->disabled_plugins);
+    g_strfreev(self->required_plugins);
+    g_free(self->plugin_dir);
+    g_free(self->endpoint);
+    g_main_context_unref(self->context);
+    g_free(self);
+}
+
+void
+pleg_host_add_event_callback(PlegHost *self, PlegEventFunc func, gpointer user_data,
+                             GDestroyNotify destroy)
+{
+    Subscription *subscription;
+
+    g_return_if_fail(self != NULL);
+    g_return_if_fail(func != NULL);
+
+    subscription = g_new0(Subscription, 1);
+    subscription->channel = pleg_generic_subscribe(self->pleg, 0);
+    subscription->source =
+        pleg_event_channel_attach(subscription->channel, self->context, func, user_data, destroy);
+    g_ptr_array_add(self->subscriptions, subscription);
+}
+
+void
+pleg_host_set_relist_callback(PlegHost *self, PlegRelistFunc func, gpointer user_data,
+                              GDestroyNotify destroy)
+{
+    g_return_if_fail(self != NULL);
+
+    pleg_generic_set_relist_callback(self->pleg, self->context, func, user_data, destroy);
+}
+
+PlegGeneric *
+pleg_host_get_pleg(PlegHost *self)
+{
+    g_return_val_if_fail(self != NULL, NULL);
+    return self->pleg;
+}
+
+PlegMetricsRegistry *
+pleg_host_get_metrics(PlegHost *self)
+{
+    g_return_val_if_fail(self != NULL, NULL);
+    return self->metrics;
+}
+
+GPtrArray *
+pleg_host_get_plugins(PlegHost *self)
+{
+    GPtrArray *plugins;
+
+    g_return_val_if_fail(self != NULL, NULL);
+
+    plugins = g_ptr_array_sized_new(self->plugins->len);
+    for (guint i = 0; i < self->plugins->len; i++) {
+        PluginEntry *entry = g_ptr_array_index(self->plugins, i);
+
+        g_ptr_array_add(plugins, &entry->info);
+    }
+    return plugins;
+}

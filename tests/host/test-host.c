@@ -1,0 +1,1142 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The plugin host (pleg-host.h): loader checks against broken plugin fixtures, feature gates,
+ * required plugins, disabling, and embedding on a private GMainContext.  The PLEG reads the
+ * in-process fake runtime (tests/core/fake-runtime.h).
+ */
+#include <check.h>
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <pleg/pleg.h>
+
+#include "fake-runtime.h"
+
+#define WAIT_USEC        (10 * G_USEC_PER_SEC)
+#define FAST_PERIOD_USEC (10 * 1000)
+
+/* ---- log capture ---- */
+
+static GMutex log_lock;
+static GPtrArray *log_records; /* "domain\tmessage" */
+
+static GLogWriterOutput
+test_log_writer(GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer data)
+{
+    const char *domain = "", *message = "";
+
+    for (gsize i = 0; i < n_fields; i++) {
+        if (g_str_equal(fields[i].key, "GLIB_DOMAIN") && fields[i].length < 0)
+            domain = fields[i].value;
+        else if (g_str_equal(fields[i].key, "MESSAGE") && fields[i].length < 0)
+            message = fields[i].value;
+    }
+    if (!(level & G_LOG_LEVEL_DEBUG)) {
+        g_mutex_lock(&log_lock);
+        g_ptr_array_add(log_records, g_strdup_printf("%s\t%s", domain, message));
+        g_mutex_unlock(&log_lock);
+    }
+    return g_log_writer_default(level, fields, n_fields, data);
+}
+
+static gboolean
+logged(const char *domain, const char *message)
+{
+    g_autofree char *record = g_strdup_printf("%s\t%s", domain, message);
+    gboolean found = FALSE;
+
+    g_mutex_lock(&log_lock);
+    for (guint i = 0; i < log_records->len && !found; i++)
+        found = g_str_equal(g_ptr_array_index(log_records, i), record);
+    g_mutex_unlock(&log_lock);
+    return found;
+}
+
+/* ---- plugin directories ---- */
+
+static void
+copy_file(const char *from, const char *to, mode_t mode)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *contents = NULL;
+    gsize length;
+
+    ck_assert_msg(g_file_get_contents(from, &contents, &length, &error), "%s", error->message);
+    ck_assert_msg(g_file_set_contents(to, contents, length, &error), "%s", error->message);
+    ck_assert_int_eq(chmod(to, mode), 0);
+}
+
+static char *
+module_path(const char *dir, const char *name)
+{
+    g_autofree char *file = g_strdup_printf("libfixture-%s.so", name);
+
+    return g_build_filename(dir, file, NULL);
+}
+
+/* Copies fixture @name (its .plugin file and its module) into @dir. */
+static void
+install_fixture_mode(const char *dir, const char *name, mode_t mode)
+{
+    g_autofree char *plugin_src = g_strdup_printf("%s/%s.plugin", FIXTURE_SRCDIR, name);
+    g_autofree char *plugin_dst = g_strdup_printf("%s/%s.plugin", dir, name);
+    g_autofree char *module_dst = module_path(dir, name);
+    g_autofree char *module_src = module_path(FIXTURE_BUILDDIR, name);
+
+    copy_file(plugin_src, plugin_dst, 0644);
+    if (g_str_equal(name, "notso")) {
+        g_autofree char *text = g_build_filename(FIXTURE_SRCDIR, "not-a-shared-object.txt", NULL);
+
+        copy_file(text, module_dst, mode);
+    } else if (g_file_test(module_src, G_FILE_TEST_EXISTS)) {
+        copy_file(module_src, module_dst, mode);
+    }
+}
+
+static void
+install_fixture(const char *dir, const char *name)
+{
+    install_fixture_mode(dir, name, 0755);
+}
+
+static void
+write_plugin_file(const char *dir, const char *file_name, const char *contents)
+{
+    g_autofree char *path = g_build_filename(dir, file_name, NULL);
+
+    ck_assert(g_file_set_contents(path, contents, -1, NULL));
+}
+
+static void
+remove_tree(const char *path)
+{
+    g_autoptr(GDir) dir = g_dir_open(path, 0, NULL);
+    const char *name;
+
+    if (dir) {
+        while ((name = g_dir_read_name(dir))) {
+            g_autofree char *child = g_build_filename(path, name, NULL);
+
+            remove_tree(child);
+        }
+        g_rmdir(path);
+    } else {
+        g_unlink(path);
+    }
+}
+
+/* Lines the fixture module at @path wrote to "<path>.log", or NULL when it never ran. */
+static char *
+fixture_log(const char *path)
+{
+    g_autofree char *log = g_strconcat(path, ".log", NULL);
+    char *contents = NULL;
+
+    if (!g_file_get_contents(log, &contents, NULL, NULL))
+        return NULL;
+    return contents;
+}
+
+static gboolean
+module_mapped(const char *path)
+{
+    g_autofree char *maps = NULL;
+
+    ck_assert(g_file_get_contents("/proc/self/maps", &maps, NULL, NULL));
+    return strstr(maps, path) != NULL;
+}
+
+/* @text with "@DIR@" replaced by @dir. */
+static char *
+with_dir(const char *text, const char *dir)
+{
+    g_auto(GStrv) parts = g_strsplit(text, "@DIR@", -1);
+
+    return g_strjoinv(dir, parts);
+}
+
+/* ---- a host on a private context ---- */
+
+typedef struct {
+    FakeRuntime *fake;
+    PlegRuntime *runtime;
+    PlegFeatureGates *gates;
+    GMainContext *context;
+    PlegHost *host;
+    char *dir;
+    gint64 period_usec;
+    const char *const *disabled;
+    const char *const *required;
+
+    guint relists;
+    guint failed_relists;
+    GPtrArray *events;
+    gboolean callbacks_in_context;
+} Env;
+
+static Env *
+env_new(void)
+{
+    Env *env = g_new0(Env, 1);
+
+    env->fake = fake_runtime_new();
+    env->runtime = fake_runtime_as_runtime(env->fake);
+    env->gates = pleg_feature_gates_new();
+    env->context = g_main_context_new();
+    env->dir = g_dir_make_tmp("pleg-host-XXXXXX", NULL);
+    ck_assert_ptr_nonnull(env->dir);
+    env->period_usec = FAST_PERIOD_USEC;
+    env->events = g_ptr_array_new_with_free_func(g_free);
+    env->callbacks_in_context = TRUE;
+    ck_assert(pleg_feature_gates_set(env->gates, PLEG_FEATURE_EVENTED_PLEG, TRUE, NULL));
+    return env;
+}
+
+static void
+env_free(Env *env)
+{
+    pleg_host_free(env->host);
+    /* Let destroyed sources finalize. */
+    while (g_main_context_iteration(env->context, FALSE))
+        ;
+    g_main_context_unref(env->context);
+    pleg_runtime_unref(env->runtime);
+    fake_runtime_free(env->fake);
+    pleg_feature_gates_free(env->gates);
+    remove_tree(env->dir);
+    g_free(env->dir);
+    g_ptr_array_unref(env->events);
+    g_free(env);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(Env, env_free)
+
+static void
+on_event(PlegPodLifecycleEvent *event, gpointer user_data)
+{
+    Env *env = user_data;
+
+    if (!g_main_context_is_owner(env->context) || g_main_context_default() == env->context)
+        env->callbacks_in_context = FALSE;
+    g_ptr_array_add(env->events,
+                    g_strdup_printf("%s %s %s %s",
+                                    pleg_pod_lifecycle_event_type_to_string(event->type),
+                                    event->pod_uid, event->container_id ? event->container_id : "-",
+                                    pleg_relist_source_to_string(event->relist_source)));
+}
+
+static void
+on_relist(const GError *error, gint64 relist_time_ns, gpointer user_data)
+{
+    Env *env = user_data;
+
+    if (!g_main_context_is_owner(env->context))
+        env->callbacks_in_context = FALSE;
+    if (error)
+        env->failed_relists++;
+    else
+        env->relists++;
+}
+
+static void
+env_create_host(Env *env)
+{
+    g_autoptr(GError) error = NULL;
+    PlegHostConfig config;
+
+    pleg_host_config_init(&config);
+    config.runtime = env->runtime;
+    config.plugin_dir = env->dir;
+    config.generic.relist_period_usec = env->period_usec;
+    config.disabled_plugins = env->disabled;
+    config.required_plugins = env->required;
+    env->host = pleg_host_new(&config, env->gates, env->context, &error);
+    ck_assert_msg(env->host != NULL, "%s", error ? error->message : "");
+    pleg_host_add_event_callback(env->host, on_event, env, NULL);
+    pleg_host_set_relist_callback(env->host, on_relist, env, NULL);
+}
+
+static void
+env_start(Env *env)
+{
+    g_autoptr(GError) error = NULL;
+
+    env_create_host(env);
+    ck_assert_msg(pleg_host_start(env->host, &error), "%s", error ? error->message : "");
+}
+
+/* Iterates the host's context until @func holds or the deadline passes. */
+static gboolean
+env_wait(Env *env, gboolean (*func)(Env *env, gpointer data), gpointer data)
+{
+    gint64 deadline = g_get_monotonic_time() + WAIT_USEC;
+
+    while (!func(env, data)) {
+        if (g_get_monotonic_time() > deadline)
+            return func(env, data);
+        if (!g_main_context_iteration(env->context, FALSE))
+            g_usleep(1000);
+    }
+    return TRUE;
+}
+
+static gboolean
+relists_reached(Env *env, gpointer data)
+{
+    return env->relists >= GPOINTER_TO_UINT(data);
+}
+
+static void
+drain(Env *env)
+{
+    while (g_main_context_iteration(env->context, FALSE))
+        ;
+}
+
+static PlegPluginInfo *
+find_info(PlegHost *host, const char *name)
+{
+    g_autoptr(GPtrArray) plugins = pleg_host_get_plugins(host);
+
+    for (guint i = 0; i < plugins->len; i++) {
+        PlegPluginInfo *info = g_ptr_array_index(plugins, i);
+
+        if (g_str_equal(info->name, name))
+            return info;
+    }
+    return NULL;
+}
+
+/* The PLEG relists on its period and reports healthy: the host runs on. */
+static void
+assert_host_runs(Env *env)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *checker = NULL;
+    guint before = env->relists;
+
+    ck_assert(env_wait(env, relists_reached, GUINT_TO_POINTER(before + 3)));
+    ck_assert_msg(pleg_host_check_health(env->host, &checker, &error), "%s: %s",
+                  checker ? checker : "", error ? error->message : "");
+    ck_assert(env->callbacks_in_context);
+}
+
+/* ---- tests ---- */
+
+START_TEST(test_good_plugin)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) plugins = NULL;
+    g_autofree char *path = module_path(env->dir, "good");
+    g_autofree char *sick = g_strconcat(path, ".sick", NULL);
+    g_autofree char *checker = NULL;
+    g_autofree char *log = NULL;
+    g_autofree char *expected = NULL;
+    PlegPluginInfo *info;
+
+    install_fixture(env->dir, "good");
+    env_start(env);
+
+    plugins = pleg_host_get_plugins(env->host);
+    ck_assert_uint_eq(plugins->len, 1);
+    info = g_ptr_array_index(plugins, 0);
+    ck_assert_str_eq(info->name, "good");
+    ck_assert_str_eq(info->path, path);
+    ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_RUNNING);
+    ck_assert_str_eq(pleg_plugin_state_to_string(info->state), "running");
+    ck_assert_ptr_null(info->error);
+    ck_assert(module_mapped(path));
+
+    /* init and start ran in the plugin's own context (the fixture fails otherwise), and the
+     * event services answer UNIMPLEMENTED on an in-process runtime. */
+    log = fixture_log(path);
+    ck_assert_str_eq(log, "constructor\ninit\nendpoint:\nevents:pleg-cri-error-quark:12\n"
+                          "gate:1\nstart\n");
+    ck_assert_ptr_nonnull(
+        pleg_metrics_lookup(pleg_host_get_metrics(env->host), "pleg_fixture_inits_total"));
+    ck_assert(logged("pleg-good", "fixture good initialised"));
+
+    assert_host_runs(env);
+
+    /* The plugin's health checker runs after "pleg". */
+    ck_assert(g_file_set_contents(sick, "", 0, NULL));
+    ck_assert(!pleg_host_check_health(env->host, &checker, &error));
+    ck_assert_str_eq(checker, "good");
+    ck_assert_str_eq(error->message, "good is sick");
+    g_clear_error(&error);
+    g_unlink(sick);
+
+    pleg_host_stop(env->host);
+    pleg_host_stop(env->host);
+    ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_STOPPED);
+    g_clear_pointer(&log, g_free);
+    log = fixture_log(path);
+    ck_assert(g_str_has_suffix(log, "start\nstop\nfree\n"));
+    /* Its checker went with it. */
+    ck_assert(g_file_set_contents(sick, "", 0, NULL));
+    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+}
+END_TEST
+
+typedef struct {
+    const char *name;
+    void (*setup)(const char *dir);
+    PlegHostError code;
+    const char *module; /* the path in the message, relative to the plugin dir */
+    const char *reason; /* @DIR@ is the plugin dir */
+    const char *log;    /* what the module's code did, NULL: never opened */
+} Broken;
+
+static void
+setup_nosymbol(const char *dir)
+{
+    install_fixture(dir, "nosymbol");
+}
+
+static void
+setup_abimajor(const char *dir)
+{
+    install_fixture(dir, "abimajor");
+}
+
+static void
+setup_abiminor(const char *dir)
+{
+    install_fixture(dir, "abiminor");
+}
+
+static void
+setup_initfail(const char *dir)
+{
+    install_fixture(dir, "initfail");
+}
+
+static void
+setup_startfail(const char *dir)
+{
+    install_fixture(dir, "startfail");
+}
+
+static void
+setup_notso(const char *dir)
+{
+    install_fixture(dir, "notso");
+}
+
+static void
+setup_group_writable(const char *dir)
+{
+    install_fixture_mode(dir, "good", 0775);
+}
+
+static void
+setup_world_writable(const char *dir)
+{
+    install_fixture_mode(dir, "good", 0646);
+}
+
+static void
+setup_mismatch(const char *dir)
+{
+    g_autofree char *module = module_path(FIXTURE_BUILDDIR, "good");
+    g_autofree char *copy = module_path(dir, "good");
+    g_autofree char *plugin_src = g_build_filename(FIXTURE_SRCDIR, "mismatch.plugin", NULL);
+    g_autofree char *plugin_dst = g_build_filename(dir, "mismatch.plugin", NULL);
+
+    copy_file(module, copy, 0755);
+    copy_file(plugin_src, plugin_dst, 0644);
+}
+
+static void
+setup_gate_mismatch(const char *dir)
+{
+    g_autofree char *module = module_path(FIXTURE_BUILDDIR, "good");
+    g_autofree char *copy = module_path(dir, "good");
+
+    copy_file(module, copy, 0755);
+    write_plugin_file(dir, "good.plugin",
+                      "[Plugin]\nName=good\nModule=libfixture-good.so\n"
+                      "FeatureGate=SystemdWatchdog\n");
+}
+
+static void
+setup_notregular(const char *dir)
+{
+    g_autofree char *plugin_src = g_build_filename(FIXTURE_SRCDIR, "notregular.plugin", NULL);
+    g_autofree char *plugin_dst = g_build_filename(dir, "notregular.plugin", NULL);
+    g_autofree char *subdir = g_build_filename(dir, "a-directory.so", NULL);
+
+    copy_file(plugin_src, plugin_dst, 0644);
+    ck_assert_int_eq(g_mkdir(subdir, 0755), 0);
+}
+
+static void
+setup_missing_module(const char *dir)
+{
+    write_plugin_file(dir, "missing.plugin", "[Plugin]\nName=missing\nModule=libnothere.so\n");
+}
+
+static void
+setup_duplicate(const char *dir)
+{
+    g_autofree char *plugin = g_build_filename(FIXTURE_SRCDIR, "startfail.plugin", NULL);
+    g_autofree char *copy = g_build_filename(dir, "z-startfail-again.plugin", NULL);
+
+    install_fixture(dir, "startfail");
+    copy_file(plugin, copy, 0644);
+}
+
+static void
+setup_bad_key_file(const char *dir)
+{
+    write_plugin_file(dir, "garbage.plugin", "this is no key file\n");
+}
+
+static void
+setup_bad_name(const char *dir)
+{
+    write_plugin_file(dir, "upper.plugin", "[Plugin]\nName=Upper\nModule=libupper.so\n");
+}
+
+static const Broken broken[] = {
+    {"nosymbol", setup_nosymbol, PLEG_HOST_ERROR_PLUGIN_SYMBOL, "libfixture-nosymbol.so",
+     "no symbol pleg_plugin_descriptor", "constructor\n"},
+    {"abimajor", setup_abimajor, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-abimajor.so",
+     "ABI major 2, host speaks 1", "constructor\n"},
+    {"abiminor", setup_abiminor, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-abiminor.so",
+     "ABI minor 1 is newer than the host's 0", "constructor\n"},
+    {"initfail", setup_initfail, PLEG_HOST_ERROR_PLUGIN_INIT, "libfixture-initfail.so",
+     "init failed: out of widgets", "constructor\ninit\n"},
+    {"startfail", setup_startfail, PLEG_HOST_ERROR_PLUGIN_START, "libfixture-startfail.so",
+     "start failed: cannot start widgets",
+     "constructor\ninit\nendpoint:\nevents:pleg-cri-error-quark:12\ngate:1\nstart\nstop\nfree\n"},
+    {"notso", setup_notso, PLEG_HOST_ERROR_PLUGIN_OPEN, "libfixture-notso.so",
+     "cannot open the module: @DIR@/libfixture-notso.so: invalid ELF header", NULL},
+    {"good", setup_group_writable, PLEG_HOST_ERROR_PLUGIN_FILE, "libfixture-good.so",
+     "writable by group or others (mode 0775)", NULL},
+    {"good", setup_world_writable, PLEG_HOST_ERROR_PLUGIN_FILE, "libfixture-good.so",
+     "writable by group or others (mode 0646)", NULL},
+    {"mismatch", setup_mismatch, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-good.so",
+     "descriptor name good does not match Name=mismatch of @DIR@/mismatch.plugin", "constructor\n"},
+    {"good", setup_gate_mismatch, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-good.so",
+     "descriptor feature gate EventedPLEG does not match FeatureGate=SystemdWatchdog of "
+     "@DIR@/good.plugin",
+     "constructor\n"},
+    {"notregular", setup_notregular, PLEG_HOST_ERROR_PLUGIN_FILE, "a-directory.so",
+     "not a regular file", NULL},
+    {"missing", setup_missing_module, PLEG_HOST_ERROR_PLUGIN_FILE, "libnothere.so",
+     "cannot stat the module: No such file or directory", NULL},
+    {"startfail", setup_duplicate, PLEG_HOST_ERROR_CONFIG, "z-startfail-again.plugin",
+     "another plugin is named startfail", NULL},
+    {"garbage", setup_bad_key_file, PLEG_HOST_ERROR_CONFIG, "garbage.plugin",
+     "cannot read the plugin file: Key file contains line “this is no key file” which is not a "
+     "key-value pair, group, or comment",
+     NULL},
+    {"upper", setup_bad_name, PLEG_HOST_ERROR_CONFIG, "upper.plugin",
+     "invalid Name=Upper, want [a-z0-9-]+", NULL},
+};
+
+START_TEST(test_broken_plugin)
+{
+    const Broken *b = &broken[_i];
+    g_autoptr(Env) env = env_new();
+    g_autofree char *path = NULL;
+    g_autofree char *reason = NULL;
+    g_autofree char *expected = NULL;
+    g_autofree char *ignoring = NULL;
+    g_autofree char *log = NULL;
+    g_autofree char *module = NULL;
+    g_autoptr(GPtrArray) plugins = NULL;
+    PlegPluginInfo *info = NULL;
+
+    b->setup(env->dir);
+    env_start(env);
+
+    path = g_build_filename(env->dir, b->module, NULL);
+    reason = with_dir(b->reason, env->dir);
+    expected = g_strdup_printf("plugin %s (%s): %s", b->name, path, reason);
+
+    plugins = pleg_host_get_plugins(env->host);
+    for (guint i = 0; i < plugins->len; i++) {
+        PlegPluginInfo *candidate = g_ptr_array_index(plugins, i);
+
+        if (candidate->state == PLEG_PLUGIN_STATE_FAILED)
+            info = candidate;
+    }
+    ck_assert_msg(info != NULL, "no failed plugin");
+    ck_assert_str_eq(info->name, b->name);
+    ck_assert_str_eq(pleg_plugin_state_to_string(info->state), "failed");
+    ck_assert_ptr_nonnull(info->error);
+    ck_assert_msg(g_error_matches(info->error, PLEG_HOST_ERROR, b->code), "code %d: %s",
+                  info->error->code, info->error->message);
+    ck_assert_str_eq(info->error->message, expected);
+
+    ignoring = g_strdup_printf("%s, ignoring", expected);
+    ck_assert_msg(logged("pleg", ignoring), "not logged: %s", ignoring);
+
+    /* What ran of the module's own code. */
+    module = g_build_filename(env->dir, b->module, NULL);
+    log = fixture_log(module);
+    if (b->log)
+        ck_assert_str_eq(log ? log : "(none)", b->log);
+    else
+        ck_assert_msg(log == NULL, "module code ran: %s", log);
+
+    assert_host_runs(env);
+}
+END_TEST
+
+START_TEST(test_wrong_owner)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *path = module_path(env->dir, "good");
+    g_autofree char *expected = NULL;
+    PlegPluginInfo *info;
+
+    if (geteuid() != 0)
+        return; /* chown to another user needs root */
+
+    install_fixture(env->dir, "good");
+    ck_assert_int_eq(chown(path, 4242, 4242), 0);
+    env_start(env);
+
+    info = find_info(env->host, "good");
+    ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_FAILED);
+    ck_assert(g_error_matches(info->error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_PLUGIN_FILE));
+    expected = g_strdup_printf("plugin good (%s): owned by uid 4242, not by root or uid 0", path);
+    ck_assert_str_eq(info->error->message, expected);
+    ck_assert_ptr_null(fixture_log(path));
+    assert_host_runs(env);
+}
+END_TEST
+
+typedef struct {
+    const char *required;
+    const char *fixture;
+    gboolean gate;
+    const char *message; /* @DIR@: the plugin dir */
+    gboolean pleg_started;
+} Required;
+
+static const Required required_cases[] = {
+    {"initfail", "initfail", TRUE,
+     "required plugin initfail (@DIR@/libfixture-initfail.so): init failed: out of widgets", FALSE},
+    {"startfail", "startfail", TRUE,
+     "required plugin startfail (@DIR@/libfixture-startfail.so): start failed: cannot start "
+     "widgets",
+     TRUE},
+    {"abimajor", "abimajor", TRUE,
+     "required plugin abimajor (@DIR@/libfixture-abimajor.so): ABI major 2, host speaks 1", FALSE},
+    {"nothere", "good", TRUE, "required plugin nothere was not found in @DIR@", FALSE},
+    {"good", "good", FALSE, "required plugin good is disabled: feature gate EventedPLEG is off",
+     FALSE},
+};
+
+START_TEST(test_required_plugin)
+{
+    const Required *r = &required_cases[_i];
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *expected = NULL;
+    g_autofree char *good = module_path(env->dir, "good");
+    g_autofree char *good_log = NULL;
+    const char *required[] = {r->required, NULL};
+    guint list_calls;
+
+    install_fixture(env->dir, r->fixture);
+    if (!g_str_equal(r->fixture, "good"))
+        install_fixture(env->dir, "good");
+    ck_assert(pleg_feature_gates_set(env->gates, PLEG_FEATURE_EVENTED_PLEG, r->gate, NULL));
+    env->required = required;
+    env_create_host(env);
+
+    ck_assert(!pleg_host_start(env->host, &error));
+    ck_assert_msg(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN), "%s",
+                  error->message);
+    expected = with_dir(r->message, env->dir);
+    ck_assert_str_eq(error->message, expected);
+
+    /* Everything was stopped: the good plugin too, and the PLEG does not run. */
+    good_log = fixture_log(good);
+    if (r->gate)
+        ck_assert(g_str_has_suffix(good_log, "\nstop\nfree\n"));
+    else
+        ck_assert_ptr_null(good_log);
+    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+    list_calls = fake_runtime_get_call_count(env->fake, FAKE_OP_LIST_POD_SANDBOXES);
+    if (!r->pleg_started)
+        ck_assert_uint_eq(list_calls, 0);
+    g_main_context_iteration(env->context, FALSE);
+    g_usleep(5 * FAST_PERIOD_USEC);
+    ck_assert_uint_eq(fake_runtime_get_call_count(env->fake, FAKE_OP_LIST_POD_SANDBOXES),
+                      list_calls);
+}
+END_TEST
+
+START_TEST(test_disabled_by_gate)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *path = module_path(env->dir, "good");
+    PlegPluginInfo *info;
+
+    install_fixture(env->dir, "good");
+    ck_assert(pleg_feature_gates_set(env->gates, PLEG_FEATURE_EVENTED_PLEG, FALSE, NULL));
+    env_start(env);
+
+    info = find_info(env->host, "good");
+    ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_DISABLED_GATE);
+    ck_assert_str_eq(pleg_plugin_state_to_string(info->state), "disabled-gate");
+    ck_assert_ptr_null(info->error);
+    /* Never opened: its constructor did not run and it is not mapped. */
+    ck_assert_ptr_null(fixture_log(path));
+    ck_assert(!module_mapped(path));
+    assert_host_runs(env);
+}
+END_TEST
+
+START_TEST(test_disabled_by_name)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *path = module_path(env->dir, "good");
+    g_autofree char *other = module_path(env->dir, "startfail");
+    const char *disabled[] = {"startfail", "good", NULL};
+    PlegPluginInfo *info;
+
+    install_fixture(env->dir, "good");
+    install_fixture(env->dir, "startfail");
+    env->disabled = disabled;
+    env_start(env);
+
+    info = find_info(env->host, "good");
+    ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_DISABLED_BY_NAME);
+    ck_assert_str_eq(pleg_plugin_state_to_string(info->state), "disabled-by-name");
+    ck_assert_ptr_null(info->error);
+    ck_assert_int_eq(find_info(env->host, "startfail")->state, PLEG_PLUGIN_STATE_DISABLED_BY_NAME);
+    ck_assert_ptr_null(fixture_log(path));
+    ck_assert_ptr_null(fixture_log(other));
+    ck_assert(!module_mapped(path));
+    assert_host_runs(env);
+}
+END_TEST
+
+typedef enum {
+    MODE_GATE_OFF,
+    MODE_BY_NAME,
+    MODE_ENABLED,
+    MODE_N,
+} Mode;
+
+typedef struct {
+    char *events;
+    guint list_sandboxes;
+    guint list_containers;
+    guint relists;
+    gboolean healthy;
+} Outcome;
+
+/* One scripted scenario; the PLEG period is long, relists after the first are driven by hand,
+ * so that call counts are exact. */
+static void
+run_scenario(Mode mode, Outcome *outcome)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = module_path(env->dir, "good");
+    const char *disabled[] = {"good", NULL};
+    PlegGeneric *pleg;
+    PlegPluginState expected_state[] = {
+        [MODE_GATE_OFF] = PLEG_PLUGIN_STATE_DISABLED_GATE,
+        [MODE_BY_NAME] = PLEG_PLUGIN_STATE_DISABLED_BY_NAME,
+        [MODE_ENABLED] = PLEG_PLUGIN_STATE_RUNNING,
+    };
+
+    install_fixture(env->dir, "good");
+    if (mode == MODE_GATE_OFF)
+        ck_assert(pleg_feature_gates_set(env->gates, PLEG_FEATURE_EVENTED_PLEG, FALSE, NULL));
+    if (mode == MODE_BY_NAME)
+        env->disabled = disabled;
+    env->period_usec = G_GINT64_CONSTANT(3600) * G_USEC_PER_SEC;
+
+    fake_runtime_add_sandbox(env->fake, "sb-1", "uid-1", PLEG_POD_SANDBOX_STATE_READY);
+    fake_runtime_add_container(env->fake, "ctr-1", "sb-1", PLEG_CONTAINER_STATE_RUNNING);
+    fake_runtime_add_sandbox(env->fake, "sb-2", "uid-2", PLEG_POD_SANDBOX_STATE_READY);
+    fake_runtime_add_container(env->fake, "ctr-2", "sb-2", PLEG_CONTAINER_STATE_CREATED);
+
+    env_start(env);
+    ck_assert_int_eq(find_info(env->host, "good")->state, expected_state[mode]);
+    ck_assert(env_wait(env, relists_reached, GUINT_TO_POINTER(1)));
+    pleg = pleg_host_get_pleg(env->host);
+
+    fake_runtime_set_container_state(env->fake, "ctr-2", PLEG_CONTAINER_STATE_RUNNING);
+    fake_runtime_exit_container(env->fake, "ctr-1", 137, "OOMKilled", 1700000000000000000);
+    ck_assert(pleg_generic_relist(pleg, &error));
+    fake_runtime_remove_container(env->fake, "ctr-1");
+    fake_runtime_remove_sandbox(env->fake, "sb-1");
+    ck_assert(pleg_generic_relist(pleg, &error));
+    ck_assert(pleg_generic_relist_pod(pleg, "uid-2", PLEG_RELIST_SOURCE_POST_SYNC, &error));
+    fake_runtime_fail(env->fake, FAKE_OP_CONTAINER_STATUS, "ctr-2", 1);
+    fake_runtime_exit_container(env->fake, "ctr-2", 0, "Completed", 1700000000000000001);
+    ck_assert(pleg_generic_relist(pleg, &error));
+    ck_assert(pleg_generic_relist(pleg, &error));
+    drain(env);
+
+    ck_assert(env->callbacks_in_context);
+    g_ptr_array_add(env->events, NULL);
+    outcome->events = g_strjoinv("\n", (char **)env->events->pdata);
+    outcome->list_sandboxes = fake_runtime_get_call_count(env->fake, FAKE_OP_LIST_POD_SANDBOXES);
+    outcome->list_containers = fake_runtime_get_call_count(env->fake, FAKE_OP_LIST_CONTAINERS);
+    outcome->relists = env->relists;
+    outcome->healthy = pleg_host_check_health(env->host, NULL, NULL);
+
+    if (mode == MODE_ENABLED)
+        ck_assert(module_mapped(path));
+    else
+        ck_assert_ptr_null(fixture_log(path));
+}
+
+static int
+compare_strings(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+START_TEST(test_rest_runs_unchanged)
+{
+    Outcome outcomes[MODE_N] = {0};
+
+    for (Mode mode = 0; mode < MODE_N; mode++)
+        run_scenario(mode, &outcomes[mode]);
+
+    /* The events themselves (in a relist, pods come in the PLEG's own order). */
+    {
+        g_auto(GStrv) lines = g_strsplit(outcomes[MODE_ENABLED].events, "\n", -1);
+        g_autofree char *sorted = NULL;
+
+        qsort(lines, g_strv_length(lines), sizeof(char *), compare_strings);
+        sorted = g_strjoinv("\n", lines);
+        ck_assert_str_eq(sorted, "ContainerDied uid-1 ctr-1 global\n"
+                                 "ContainerDied uid-1 sb-1 global\n"
+                                 "ContainerDied uid-2 ctr-2 global\n"
+                                 "ContainerRemoved uid-1 ctr-1 global\n"
+                                 "ContainerRemoved uid-1 sb-1 global\n"
+                                 "ContainerStarted uid-1 ctr-1 global\n"
+                                 "ContainerStarted uid-1 sb-1 global\n"
+                                 "ContainerStarted uid-2 ctr-2 global\n"
+                                 "ContainerStarted uid-2 sb-2 global");
+    }
+    for (Mode mode = 0; mode < MODE_N; mode++) {
+        ck_assert_str_eq(outcomes[mode].events, outcomes[MODE_ENABLED].events);
+        ck_assert_uint_eq(outcomes[mode].list_sandboxes, outcomes[MODE_ENABLED].list_sandboxes);
+        ck_assert_uint_eq(outcomes[mode].list_containers, outcomes[MODE_ENABLED].list_containers);
+        ck_assert_uint_eq(outcomes[mode].relists, 1);
+        ck_assert(outcomes[mode].healthy);
+    }
+    for (Mode mode = 0; mode < MODE_N; mode++)
+        g_free(outcomes[mode].events);
+}
+END_TEST
+
+typedef struct {
+    GMainContext *context;
+    guint events;
+    guint relists;
+    gboolean in_context;
+} Embedder;
+
+static void
+embed_event(PlegPodLifecycleEvent *event, gpointer user_data)
+{
+    Embedder *embedder = user_data;
+
+    embedder->in_context &= g_main_context_is_owner(embedder->context);
+    embedder->events++;
+}
+
+static void
+embed_relist(const GError *error, gint64 relist_time_ns, gpointer user_data)
+{
+    Embedder *embedder = user_data;
+
+    embedder->in_context &= g_main_context_is_owner(embedder->context);
+    embedder->relists++;
+}
+
+START_TEST(test_embedding)
+{
+    g_autoptr(FakeRuntime) fake = fake_runtime_new();
+    g_autoptr(PlegRuntime) runtime = fake_runtime_as_runtime(fake);
+    g_autoptr(GMainContext) context = g_main_context_new();
+    g_autoptr(PlegHost) host = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) plugins = NULL;
+    Embedder embedder = {context, 0, 0, TRUE};
+    gint64 deadline;
+    PlegHostConfig config;
+
+    fake_runtime_add_sandbox(fake, "sb-1", "uid-1", PLEG_POD_SANDBOX_STATE_READY);
+    fake_runtime_add_container(fake, "ctr-1", "sb-1", PLEG_CONTAINER_STATE_RUNNING);
+
+    pleg_host_config_init(&config);
+    config.runtime = runtime;
+    config.plugin_dir = "";
+    config.generic.relist_period_usec = FAST_PERIOD_USEC;
+
+    /* NULL context: the thread-default one at creation. */
+    g_main_context_push_thread_default(context);
+    host = pleg_host_new(&config, NULL, NULL, &error);
+    g_main_context_pop_thread_default(context);
+    ck_assert_ptr_nonnull(host);
+    pleg_host_add_event_callback(host, embed_event, &embedder, NULL);
+    pleg_host_set_relist_callback(host, embed_relist, &embedder, NULL);
+    ck_assert(pleg_host_start(host, &error));
+    plugins = pleg_host_get_plugins(host);
+    ck_assert_uint_eq(plugins->len, 0);
+
+    deadline = g_get_monotonic_time() + WAIT_USEC;
+    while ((embedder.events < 2 || embedder.relists < 2) && g_get_monotonic_time() < deadline) {
+        if (!g_main_context_iteration(context, FALSE))
+            g_usleep(1000);
+    }
+    ck_assert_uint_ge(embedder.events, 2);
+    ck_assert_uint_ge(embedder.relists, 2);
+    ck_assert(embedder.in_context);
+    ck_assert(pleg_host_check_health(host, NULL, NULL));
+    ck_assert_ptr_nonnull(
+        pleg_metrics_lookup(pleg_host_get_metrics(host), "kubelet_pleg_relist_duration_seconds"));
+
+    pleg_host_stop(host);
+    g_clear_pointer(&host, pleg_host_free);
+    while (g_main_context_iteration(context, FALSE))
+        ;
+}
+END_TEST
+
+START_TEST(test_health_pleg_first)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *checker = NULL;
+    FakeClock clock = {G_GINT64_CONSTANT(1700000000) * 1000000000};
+    PlegHostConfig config;
+    gint64 deadline;
+
+    fake_runtime_fail(env->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, -1);
+    pleg_host_config_init(&config);
+    config.runtime = env->runtime;
+    config.plugin_dir = env->dir;
+    config.generic.relist_period_usec = FAST_PERIOD_USEC;
+    config.generic.clock = fake_clock_now;
+    config.generic.clock_data = &clock;
+    env->host = pleg_host_new(&config, env->gates, env->context, &error);
+    ck_assert_ptr_nonnull(env->host);
+    pleg_host_set_relist_callback(env->host, on_relist, env, NULL);
+
+    /* Not started: healthy. */
+    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+    ck_assert(pleg_host_start(env->host, &error));
+
+    deadline = g_get_monotonic_time() + WAIT_USEC;
+    while (env->failed_relists < 1 && g_get_monotonic_time() < deadline) {
+        if (!g_main_context_iteration(env->context, FALSE))
+            g_usleep(1000);
+    }
+    ck_assert_uint_ge(env->failed_relists, 1);
+
+    /* The first relist finished and failed: unhealthy at once. */
+    ck_assert(!pleg_host_check_health(env->host, &checker, &error));
+    ck_assert_str_eq(checker, "pleg");
+    ck_assert_str_eq(error->message, "pleg has yet to be successful");
+    g_clear_error(&error);
+    g_clear_pointer(&checker, g_free);
+
+    /* Once a relist succeeds, the Generic PLEG's own check decides. */
+    fake_runtime_clear_faults(env->fake);
+    ck_assert(env_wait(env, relists_reached, GUINT_TO_POINTER(1)));
+    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+    fake_clock_advance(&clock, PLEG_DEFAULT_RELIST_THRESHOLD_USEC + G_USEC_PER_SEC);
+    ck_assert(!pleg_host_check_health(env->host, &checker, &error));
+    ck_assert_str_eq(checker, "pleg");
+    ck_assert(g_str_has_prefix(error->message, "pleg was last seen active "));
+}
+END_TEST
+
+/* A first relist still stuck in a slow runtime is "starting": healthy up to the threshold, so
+ * that the watchdog heartbeat goes on during a slow start; the plugins' checkers still run. */
+START_TEST(test_health_slow_start)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *checker = NULL;
+    g_autofree char *path = module_path(env->dir, "good");
+    g_autofree char *sick = g_strconcat(path, ".sick", NULL);
+    FakeClock clock = {G_GINT64_CONSTANT(1700000000) * 1000000000};
+    PlegHostConfig config;
+
+    install_fixture(env->dir, "good");
+    fake_runtime_block(env->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL);
+    pleg_host_config_init(&config);
+    config.runtime = env->runtime;
+    config.plugin_dir = env->dir;
+    config.generic.relist_period_usec = FAST_PERIOD_USEC;
+    config.generic.clock = fake_clock_now;
+    config.generic.clock_data = &clock;
+    env->host = pleg_host_new(&config, env->gates, env->context, &error);
+    ck_assert_ptr_nonnull(env->host);
+    ck_assert(pleg_host_start(env->host, &error));
+    ck_assert(fake_runtime_wait_blocked(env->fake, WAIT_USEC));
+
+    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+    ck_assert(g_file_set_contents(sick, "", 0, NULL));
+    ck_assert(!pleg_host_check_health(env->host, &checker, &error));
+    ck_assert_str_eq(checker, "good");
+    g_clear_error(&error);
+    g_clear_pointer(&checker, g_free);
+    g_unlink(sick);
+
+    fake_clock_advance(&clock, PLEG_DEFAULT_RELIST_THRESHOLD_USEC);
+    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+    fake_clock_advance(&clock, 1);
+    ck_assert(!pleg_host_check_health(env->host, &checker, &error));
+    ck_assert_str_eq(checker, "pleg");
+    ck_assert_str_eq(error->message, "pleg has yet to be successful");
+
+    fake_runtime_unblock(env->fake);
+}
+END_TEST
+
+START_TEST(test_bad_endpoint)
+{
+    g_autoptr(GError) error = NULL;
+    PlegHostConfig config;
+
+    pleg_host_config_init(&config);
+    config.runtime_endpoint = "tcp://127.0.0.1:1234";
+    ck_assert_ptr_null(pleg_host_new(&config, NULL, NULL, &error));
+    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG));
+    ck_assert_ptr_nonnull(strstr(error->message, "tcp://127.0.0.1:1234"));
+}
+END_TEST
+
+static gboolean
+load_gates(PlegFeatureGates *gates, const char *text, GError **error)
+{
+    g_autoptr(GKeyFile) key_file = g_key_file_new();
+
+    ck_assert(g_key_file_load_from_data(key_file, text, -1, G_KEY_FILE_NONE, NULL));
+    return pleg_feature_gates_load_key_file(gates, key_file, error);
+}
+
+START_TEST(test_feature_gates_key_file)
+{
+    g_autoptr(PlegFeatureGates) gates = pleg_feature_gates_new();
+    g_autoptr(GError) error = NULL;
+
+    ck_assert(load_gates(gates, "[Other]\nEventedPLEG=true\n", &error));
+    ck_assert(!pleg_feature_gates_enabled(gates, PLEG_FEATURE_EVENTED_PLEG));
+    ck_assert(load_gates(gates, "[FeatureGates]\n", &error));
+
+    ck_assert(load_gates(gates,
+                         "[FeatureGates]\nEventedPLEG=true\nKubeletWatchdogDiagnostics = true\n"
+                         "SystemdWatchdog=false\n",
+                         &error));
+    ck_assert(pleg_feature_gates_enabled(gates, PLEG_FEATURE_EVENTED_PLEG));
+    ck_assert(pleg_feature_gates_enabled(gates, PLEG_FEATURE_KUBELET_WATCHDOG_DIAGNOSTICS));
+    ck_assert(!pleg_feature_gates_enabled(gates, PLEG_FEATURE_SYSTEMD_WATCHDOG));
+
+    /* All or nothing: the valid line before the bad one is not applied. */
+    ck_assert(
+        !load_gates(gates, "[FeatureGates]\nSystemdWatchdog=true\nNoSuchGate=true\n", &error));
+    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG));
+    ck_assert_str_eq(error->message, "[FeatureGates]: unrecognized feature gate: NoSuchGate");
+    ck_assert(!pleg_feature_gates_enabled(gates, PLEG_FEATURE_SYSTEMD_WATCHDOG));
+    g_clear_error(&error);
+
+    ck_assert(
+        !load_gates(gates, "[FeatureGates]\nSystemdWatchdog=true\nEventedPLEG=maybe\n", &error));
+    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG));
+    ck_assert_str_eq(error->message, "[FeatureGates]: invalid value of EventedPLEG=maybe, err: "
+                                     "not a boolean (want true or false)");
+    ck_assert(!pleg_feature_gates_enabled(gates, PLEG_FEATURE_SYSTEMD_WATCHDOG));
+    ck_assert(pleg_feature_gates_enabled(gates, PLEG_FEATURE_EVENTED_PLEG));
+    g_clear_error(&error);
+
+    /* A value cannot smuggle in a second gate. */
+    ck_assert(
+        !load_gates(gates, "[FeatureGates]\nEventedPLEG=false,SystemdWatchdog=true\n", &error));
+    ck_assert_str_eq(error->message,
+                     "[FeatureGates]: invalid value of EventedPLEG=false,SystemdWatchdog=true, "
+                     "err: not a boolean (want true or false)");
+    ck_assert(pleg_feature_gates_enabled(gates, PLEG_FEATURE_EVENTED_PLEG));
+    g_clear_error(&error);
+
+    ck_assert(!load_gates(gates, "[FeatureGates]\nEventedPLEG=\n", &error));
+    ck_assert_str_eq(error->message, "[FeatureGates]: invalid value of EventedPLEG=, err: not a "
+                                     "boolean (want true or false)");
+}
+END_TEST
+
+START_TEST(test_restart)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = module_path(env->dir, "good");
+    g_autofree char *log = NULL;
+
+    install_fixture(env->dir, "good");
+    env_start(env);
+    pleg_host_stop(env->host);
+    ck_assert(pleg_host_start(env->host, &error));
+    ck_assert_int_eq(find_info(env->host, "good")->state, PLEG_PLUGIN_STATE_RUNNING);
+    assert_host_runs(env);
+    pleg_host_stop(env->host);
+    log = fixture_log(path);
+    /* The module stayed resident: one constructor, two lifecycles. */
+    ck_assert_str_eq(log, "constructor\ninit\nendpoint:\nevents:pleg-cri-error-quark:12\ngate:1\n"
+                          "start\nstop\nfree\ninit\nendpoint:\nevents:pleg-cri-error-quark:12\n"
+                          "gate:1\nstart\nstop\nfree\n");
+}
+END_TEST
+
+static Suite *
+host_suite(void)
+{
+    Suite *s = suite_create("host");
+    TCase *tc = tcase_create("loader");
+
+    tcase_add_test(tc, test_good_plugin);
+    tcase_add_loop_test(tc, test_broken_plugin, 0, G_N_ELEMENTS(broken));
+    tcase_add_test(tc, test_wrong_owner);
+    tcase_add_loop_test(tc, test_required_plugin, 0, G_N_ELEMENTS(required_cases));
+    tcase_add_test(tc, test_disabled_by_gate);
+    tcase_add_test(tc, test_disabled_by_name);
+    tcase_add_test(tc, test_rest_runs_unchanged);
+    tcase_add_test(tc, test_restart);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("host");
+    tcase_add_test(tc, test_embedding);
+    tcase_add_test(tc, test_health_pleg_first);
+    tcase_add_test(tc, test_health_slow_start);
+    tcase_add_test(tc, test_bad_endpoint);
+    tcase_add_test(tc, test_feature_gates_key_file);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *runner = srunner_create(host_suite());
+    int failed;
+
+    log_records = g_ptr_array_new_with_free_func(g_free);
+    g_log_set_writer_func(test_log_writer, NULL, NULL);
+
+    srunner_run_all(runner, CK_ENV);
+    failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
