@@ -90,6 +90,18 @@ typedef struct {
     GPtrArray *container_statuses;
 } PlegContainerEvent;
 
+/**
+ * PLEG_PLUGIN_CRI_ERROR_DOMAIN:
+ *
+ * Name of the #GError domain of failed container event services (libpleg's PLEG_CRI_ERROR,
+ * which a plugin cannot link to): compare with g_quark_to_string(error->domain).  The code is
+ * the gRPC status code, e.g. %PLEG_PLUGIN_CRI_UNIMPLEMENTED for a runtime without the stream.
+ */
+#define PLEG_PLUGIN_CRI_ERROR_DOMAIN "pleg-cri-error-quark"
+#define PLEG_PLUGIN_CRI_CANCELLED 1
+#define PLEG_PLUGIN_CRI_UNIMPLEMENTED 12
+#define PLEG_PLUGIN_CRI_UNAVAILABLE 14
+
 typedef struct _PlegPluginHost PlegPluginHost;
 typedef struct _PlegContainerEventStream PlegContainerEventStream;
 
@@ -129,9 +141,10 @@ typedef gboolean (*PlegHealthCheckFunc)(gpointer user_data, GError **error);
  * @log: structured logging: @fields are GLib's #GLogField, MESSAGE among them; the host adds
  *   GLIB_DOMAIN (the plugin's log domain) and decides where records go.
  * @get_runtime_endpoint: (transfer none): the CRI endpoint the host talks to.
- * @container_events_open: starts CRI GetContainerEvents on the host's channel.  Does not wait
- *   for the runtime: failures (UNIMPLEMENTED, UNAVAILABLE, ...) show up in the first read.
- *   Errors are in PLEG_CRI_ERROR (the gRPC status code).
+ * @container_events_open: starts CRI GetContainerEvents on the host's channel, waiting for the
+ *   runtime to be reachable (gRPC wait-for-ready): while the runtime is away the first read
+ *   blocks until it comes back or the stream is cancelled; answers such as UNIMPLEMENTED show up
+ *   in the first read.  Errors are in %PLEG_PLUGIN_CRI_ERROR_DOMAIN (the gRPC status code).
  * @container_events_read: blocks until the next event (%TRUE, @ret_event set, transfer full),
  *   a clean end of the stream (%TRUE, @ret_event %NULL: the runtime closed it without error) or
  *   a failure (%FALSE, @error set).  Call from one thread at a time, never from the plugin's
