@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The systemd watchdog heartbeat (kubelet's SystemdWatchdog) with KEP-6247's diagnostics: the
+ * glue between watchdog-loop.c and the world (libsystemd, a GSource on the plugin's context,
+ * the host's health checkers, gates and log).
+ */
+#include <pleg/pleg-plugin.h>
+#include <systemd/sd-daemon.h>
+
+#include "watchdog-loop.h"
+
+#define GATE_DIAGNOSTICS "KubeletWatchdogDiagnostics"
+
+typedef struct {
+    const PlegHostServices *services;
+    GSource *timer;
+    WatchdogLoop *loop;
+} Watchdog;
+
+static void
+host_log(Watchdog *self, GLogLevelFlags level, const GLogField *fields, gsize n_fields)
+{
+    self->services->log(self->services->host, level, fields, n_fields);
+}
+
+static void
+host_log_text(Watchdog *self, GLogLevelFlags level, const char *format, ...) G_GNUC_PRINTF(3, 4);
+
+static void
+host_log_text(Watchdog *self, GLogLevelFlags level, const char *format, ...)
+{
+    g_autofree char *message = NULL;
+    va_list args;
+
+    va_start(args, format);
+    message = g_strdup_vprintf(format, args);
+    va_end(args);
+
+    GLogField field = {"MESSAGE", message, -1};
+    host_log(self, level, &field, 1);
+}
+
+/* ---- WatchdogOps ---- */
+
+static gint64
+op_now_usec(gpointer user_data)
+{
+    return g_get_monotonic_time();
+}
+
+static void
+op_arm(gpointer user_data, gint64 ready_usec)
+{
+    Watchdog *self = user_data;
+
+    if (self->timer)
+        g_source_set_ready_time(self->timer, ready_usec);
+}
+
+static gboolean
+op_check_health(gpointer user_data, char **ret_checker, GError **error)
+{
+    Watchdog *self = user_data;
+
+    return self->services->check_health(self->services->host, ret_checker, error);
+}
+
+static int
+op_notify(gpointer user_data)
+{
+    return sd_notify(0, "WATCHDOG=1");
+}
+
+static gboolean
+op_diagnostics_enabled(gpointer user_data)
+{
+    Watchdog *self = user_data;
+
+    return self->services->feature_enabled(self->services->host, GATE_DIAGNOSTICS);
+}
+
+static double
+op_random(gpointer user_data)
+{
+    return g_random_double();
+}
+
+static void
+op_log(gpointer user_data, GLogLevelFlags level, const GLogField *fields, gsize n_fields)
+{
+    host_log(user_data, level, fields, n_fields);
+}
+
+static const WatchdogOps watchdog_ops = {
+    .now_usec = op_now_usec,
+    .arm = op_arm,
+    .check_health = op_check_health,
+    .notify = op_notify,
+    .diagnostics_enabled = op_diagnostics_enabled,
+    .random = op_random,
+    .log = op_log,
+};
+
+/* ---- the timer: a source dispatched at its ready time, microsecond precise ---- */
+
+static gboolean
+timer_dispatch(GSource *source, GSourceFunc callback, gpointer user_data)
+{
+    g_source_set_ready_time(source, -1);
+    return callback(user_data);
+}
+
+static GSourceFuncs timer_funcs = {
+    .dispatch = timer_dispatch,
+};
+
+static gboolean
+on_timer(gpointer user_data)
+{
+    Watchdog *self = user_data;
+
+    watchdog_loop_dispatch(self->loop);
+    return G_SOURCE_CONTINUE;
+}
+
+/* ---- lifecycle ---- */
+
+static gboolean
+watchdog_init(const PlegHostServices *services, gpointer *ret_state, GError **error)
+{
+    Watchdog *self;
+
+    if (services->size < G_STRUCT_OFFSET(PlegHostServices, get_runtime_endpoint)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                    "host services table too small (%u bytes)", services->size);
+        return FALSE;
+    }
+    self = g_new0(Watchdog, 1);
+    self->services = services;
+    *ret_state = self;
+    return TRUE;
+}
+
+static void
+watchdog_stop(gpointer state)
+{
+    Watchdog *self = state;
+
+    if (self->timer) {
+        g_source_destroy(self->timer);
+        g_clear_pointer(&self->timer, g_source_unref);
+    }
+    g_clear_pointer(&self->loop, watchdog_loop_free);
+}
+
+static gboolean
+watchdog_start(gpointer state, GError **error)
+{
+    Watchdog *self = state;
+    g_autofree char *timeout_text = NULL;
+    g_autofree char *interval_text = NULL;
+    guint64 timeout_usec = 0;
+    gint64 interval_usec = 0;
+    int r;
+
+    if (self->loop)
+        return TRUE;
+
+    /* WATCHDOG_USEC and WATCHDOG_PID stay set: a child or a re-exec decides for itself. */
+    r = sd_watchdog_enabled(0, &timeout_usec);
+    r = watchdog_timeout_to_interval(r, timeout_usec, &interval_usec, error);
+    if (r < 0)
+        return FALSE;
+    if (r == 0) {
+        host_log_text(self, G_LOG_LEVEL_INFO,
+                      "systemd watchdog not enabled for this process (WATCHDOG_USEC not set, or "
+                      "WATCHDOG_PID names another process): no heartbeat");
+        return TRUE;
+    }
+
+    self->timer = g_source_new(&timer_funcs, sizeof(GSource));
+    g_source_set_static_name(self->timer, "pleg-watchdog timer");
+    g_source_set_priority(self->timer, G_PRIORITY_HIGH);
+    g_source_set_callback(self->timer, on_timer, self, NULL);
+    g_source_attach(self->timer, self->services->get_main_context(self->services->host));
+
+    self->loop = watchdog_loop_new(&watchdog_ops, self, interval_usec);
+
+    timeout_text = watchdog_format_duration((gint64)timeout_usec);
+    interval_text = watchdog_format_duration(interval_usec);
+    host_log_text(self, G_LOG_LEVEL_INFO,
+                  "systemd watchdog enabled: timeout %s, WATCHDOG=1 every %s%s", timeout_text,
+                  interval_text,
+                  op_diagnostics_enabled(self) ? ", " GATE_DIAGNOSTICS " records on" : "");
+
+    watchdog_loop_start(self->loop);
+    return TRUE;
+}
+
+static void
+watchdog_free(gpointer state)
+{
+    Watchdog *self = state;
+
+    if (!self)
+        return;
+    watchdog_stop(self);
+    g_free(self);
+}
+
+PLEG_PLUGIN_DEFINE(.name = "watchdog",
+                   .description = "systemd watchdog heartbeat (SystemdWatchdog, KEP-6247 "
+                                  "diagnostics)",
+                   .feature_gate = "SystemdWatchdog",
+                   .init = watchdog_init,
+                   .start = watchdog_start,
+                   .stop = watchdog_stop,
+                   .free = watchdog_free);
