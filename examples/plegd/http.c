@@ -10,7 +10,7 @@
 struct _PlegdHttp {
     SoupServer *server;
     GSocketService *service;
-    PlegGeneric *pleg;
+    PlegHost *host;
     PlegMetricsRegistry *metrics;
 };
 
@@ -81,16 +81,25 @@ handle_metrics(PlegdHttp *http, SoupServerMessage *msg)
     respond(msg, SOUP_STATUS_OK, METRICS_CONTENT_TYPE, pleg_metrics_registry_expose(http->metrics));
 }
 
+/* The PLEG's own verdict first, as kubelet's /healthz gives it: the host's "pleg" checker
+ * forgives a first relist that is slow (for the sake of the watchdog), an operator asking
+ * /healthz wants to know at once.  Then every checker of the host and its plugins. */
 static void
 handle_healthz(PlegdHttp *http, SoupServerMessage *msg)
 {
     g_autofree char *message = NULL;
+    g_autofree char *checker = NULL;
+    g_autoptr(GError) error = NULL;
 
-    if (pleg_generic_healthy(http->pleg, &message))
-        respond(msg, SOUP_STATUS_OK, TEXT_CONTENT_TYPE, g_strdup("ok"));
-    else
+    if (!pleg_generic_healthy(pleg_host_get_pleg(http->host), &message))
         respond(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, TEXT_CONTENT_TYPE,
-                g_steal_pointer(&message));
+                g_strdup_printf("pleg failed: %s", message));
+    else if (!pleg_host_check_health(http->host, &checker, &error))
+        respond(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, TEXT_CONTENT_TYPE,
+                g_strdup_printf("%s failed: %s", checker ? checker : "health check",
+                                error ? error->message : "unhealthy"));
+    else
+        respond(msg, SOUP_STATUS_OK, TEXT_CONTENT_TYPE, g_strdup("ok"));
 }
 
 typedef void (*RouteFunc)(PlegdHttp *http, SoupServerMessage *msg);
@@ -144,12 +153,12 @@ on_incoming(GSocketService *service, GSocketConnection *connection, GObject *sou
 }
 
 PlegdHttp *
-plegd_http_new(PlegGeneric *pleg, PlegMetricsRegistry *metrics)
+plegd_http_new(PlegHost *host)
 {
     PlegdHttp *http = g_new0(PlegdHttp, 1);
 
-    http->pleg = pleg;
-    http->metrics = pleg_metrics_registry_ref(metrics);
+    http->host = host;
+    http->metrics = pleg_metrics_registry_ref(pleg_host_get_metrics(host));
     http->server = soup_server_new("server-header", "plegd/" PLEG_VERSION, NULL);
     soup_server_add_handler(http->server, NULL, handle_request, http, NULL);
     http->service = g_socket_service_new();

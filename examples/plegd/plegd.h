@@ -8,6 +8,7 @@
 #include <gio/gio.h>
 #include <stdio.h>
 #include <pleg/pleg.h>
+#include <pleg/pleg-host.h>
 
 G_BEGIN_DECLS
 
@@ -43,10 +44,11 @@ typedef struct _PlegdHttp PlegdHttp;
 
 /**
  * plegd_http_new:
- * @pleg: (transfer none): answers /healthz; must outlive the server.
- * @metrics: (transfer none): rendered on /metrics; a reference is taken.
+ * @host: (transfer none): the Generic PLEG's health, then the host's health checkers answer
+ *   /healthz (500 names the failing checker and says why); its metrics registry is rendered
+ *   on /metrics.  Must outlive the server.
  */
-PlegdHttp *plegd_http_new(PlegGeneric *pleg, PlegMetricsRegistry *metrics);
+PlegdHttp *plegd_http_new(PlegHost *host);
 void plegd_http_free(PlegdHttp *http);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdHttp, plegd_http_free)
 
@@ -102,5 +104,15 @@ void plegd_relist_monitor_stopping(PlegdRelistMonitor *monitor);
 
 /** Returns: whether READY=1 was sent. */
 gboolean plegd_relist_monitor_is_ready(PlegdRelistMonitor *monitor);
+
+/* plugins.c: what plegd says about each plugin at start. */
+
+/**
+ * plegd_describe_plugin:
+ *
+ * Returns: (transfer full): "running", "disabled (feature gate EventedPLEG off)",
+ *   "disabled (--disable-plugins)", "failed: <reason>" or "stopped".
+ */
+char *plegd_describe_plugin(const PlegPluginInfo *info);
 
 G_END_DECLS

@@ -72,15 +72,23 @@ start_reader(PlegdRunner *runner, GInputStream *stream, GString *text, gboolean 
 PlegdRunner *
 plegd_runner_spawn_full(const char *const *env, int stdout_fd, const char *const *args)
 {
+    const char *binary = g_getenv("PLEGD");
+
+    ck_assert_msg(binary, "PLEGD must name the plegd binary");
+    return plegd_runner_spawn_program(binary, env, stdout_fd, args);
+}
+
+PlegdRunner *
+plegd_runner_spawn_program(const char *binary, const char *const *env, int stdout_fd,
+                           const char *const *args)
+{
     GSubprocessFlags flags = G_SUBPROCESS_FLAGS_STDERR_PIPE;
     g_autoptr(GSubprocessLauncher) launcher = NULL;
     g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GError) error = NULL;
-    const char *binary = g_getenv("PLEGD");
     const char *wrapper = g_getenv("PLEGD_TEST_WRAPPER");
     PlegdRunner *runner;
 
-    ck_assert_msg(binary, "PLEGD must name the plegd binary");
     if (wrapper && *wrapper) {
         g_auto(GStrv) words = NULL;
 
@@ -299,6 +307,33 @@ remove_tmpdir(const char *dir)
         g_unlink(path);
     }
     g_rmdir(dir);
+}
+
+char *
+write_file(const char *dir, const char *name, const char *contents)
+{
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    g_autoptr(GError) error = NULL;
+
+    ck_assert_msg(g_file_set_contents_full(path, contents, -1, G_FILE_SET_CONTENTS_NONE, 0644,
+                                           &error),
+                  "%s", error ? error->message : "");
+    return g_steal_pointer(&path);
+}
+
+void
+copy_file(const char *source, const char *dir, const char *name)
+{
+    g_autofree char *contents = NULL;
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    g_autoptr(GError) error = NULL;
+    gsize length;
+
+    ck_assert_msg(g_file_get_contents(source, &contents, &length, &error), "%s",
+                  error ? error->message : "");
+    ck_assert_msg(g_file_set_contents_full(path, contents, (gssize)length,
+                                           G_FILE_SET_CONTENTS_NONE, 0644, &error),
+                  "%s", error ? error->message : "");
 }
 
 guint

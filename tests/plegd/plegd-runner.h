@@ -22,6 +22,9 @@ typedef struct _PlegdRunner PlegdRunner;
  */
 PlegdRunner *plegd_runner_spawn_full(const char *const *env, int stdout_fd,
                                      const char *const *args);
+/* The same for another program (e.g. shim-embed) at @binary. */
+PlegdRunner *plegd_runner_spawn_program(const char *binary, const char *const *env, int stdout_fd,
+                                        const char *const *args);
 #define plegd_runner_spawn(env, ...)                                                               \
     plegd_runner_spawn_full((env), -1, (const char *const[]){__VA_ARGS__, NULL})
 
@@ -63,6 +66,10 @@ guint count_messages(const char *text, const char *needle);
 /* A fresh temporary directory, and its removal with the files in it. */
 char *make_tmpdir(void);
 void remove_tmpdir(const char *dir);
+/* Writes @contents to @dir/@name with mode 0644; returns the path. */
+char *write_file(const char *dir, const char *name, const char *contents);
+/* Copies @source to @dir/@name with mode 0644. */
+void copy_file(const char *source, const char *dir, const char *name);
 
 /* One HTTP request without proxies; returns the status. */
 guint http_request(const char *method, const char *url, char **ret_body, char **ret_content_type);

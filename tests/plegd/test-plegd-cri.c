@@ -212,6 +212,49 @@ START_TEST(test_sigterm_while_runtime_hangs)
 }
 END_TEST
 
+/* A working plugin and a broken one change nothing of what the Generic PLEG reports. */
+START_TEST(test_plugins_leave_events_unchanged)
+{
+    g_autofree char *plugin_dir = make_tmpdir();
+    g_autofree char *plugin_dir_arg = g_strconcat("--plugin-dir=", plugin_dir, NULL);
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autoptr(GHashTable) events = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *url = NULL;
+    g_autofree char *body = NULL;
+    g_autofree char *out = NULL;
+
+    copy_file(g_getenv("PLEG_HELLO_PLUGIN"), plugin_dir, "libpleg-hello.so");
+    copy_file(g_getenv("PLEG_HELLO_PLUGIN_FILE"), plugin_dir, "hello.plugin");
+    g_free(write_file(plugin_dir, "broken.plugin", "[Plugin]\nName=broken\nModule=libbroken.so\n"));
+    g_free(write_file(plugin_dir, "libbroken.so", "this is not a shared object\n"));
+
+    plegd = plegd_runner_spawn(NULL, fixture.endpoint_arg, plugin_dir_arg, "--relist-period=100ms",
+                               "--metrics-bind-address=127.0.0.1:0");
+    base = plegd_runner_wait_metrics_url(plegd);
+    assert_stderr_shows(plegd, "plugin hello: running");
+    assert_stderr_shows(plegd, "plugin broken: failed: ");
+    assert_stderr_shows(plegd, "first relist succeeded with 2 pods; ready");
+    ck_assert(plegd_runner_wait_stdout(plegd, "\"ctr-2\""));
+    ck_assert(plegd_runner_wait_stdout(plegd, "\"sb-b\""));
+
+    /* Healthy: the PLEG relists and the plugin's own checker passes. */
+    url = g_strconcat(base, "/healthz", NULL);
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
+    ck_assert_str_eq(body, "ok");
+
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    out = plegd_runner_get_stdout(plegd);
+    events = parse_events(out);
+    ck_assert_uint_eq(g_hash_table_size(events), 4);
+    lookup_event(events, "sb-a", "ContainerStarted", "uid-a");
+    lookup_event(events, "sb-b", "ContainerDied", "uid-b");
+    lookup_event(events, "ctr-1", "ContainerStarted", "uid-a");
+    lookup_event(events, "ctr-2", "ContainerDied", "uid-a");
+    remove_tmpdir(plugin_dir);
+}
+END_TEST
+
 static Suite *
 plegd_cri_suite(void)
 {
@@ -222,6 +265,7 @@ plegd_cri_suite(void)
     tcase_add_test(tc, test_events_ready_and_recovery);
     tcase_add_test(tc, test_stdout_closed);
     tcase_add_test(tc, test_sigterm_while_runtime_hangs);
+    tcase_add_test(tc, test_plugins_leave_events_unchanged);
     suite_add_tcase(suite, tc);
     return suite;
 }

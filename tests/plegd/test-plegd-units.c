@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * plegd's pieces driven directly: the JSON event lines, --metrics-bind-address parsing and the
- * relist monitor (readiness, STATUS= and rate-limited failure logs, on a fake clock).
+ * plegd's pieces driven directly: the JSON event lines, --metrics-bind-address parsing, the
+ * relist monitor (readiness, STATUS= and rate-limited failure logs, on a fake clock) and what
+ * plegd says about each plugin.
  */
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
 #include "plegd.h"
@@ -410,6 +412,73 @@ START_TEST(test_monitor_foreign_error)
 }
 END_TEST
 
+/* ---- plugin states ---- */
+
+static char *
+describe(const char *name, const char *path, PlegPluginState state, GError *error)
+{
+    PlegPluginInfo info = {
+        .name = (char *)name,
+        .path = (char *)path,
+        .state = state,
+        .error = error,
+    };
+
+    return plegd_describe_plugin(&info);
+}
+
+START_TEST(test_describe_plugin)
+{
+    g_autoptr(GError) error =
+        g_error_new_literal(PLEG_HOST_ERROR, PLEG_HOST_ERROR_PLUGIN_OPEN, "not a shared object");
+    g_autoptr(GError) local_error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("plegd-units-XXXXXX", &local_error);
+    g_autofree char *key_path = NULL;
+    g_autofree char *module_path = NULL;
+    g_autofree char *text = NULL;
+
+    ck_assert_ptr_nonnull(dir);
+    key_path = g_build_filename(dir, "evented.plugin", NULL);
+    module_path = g_build_filename(dir, "libpleg-evented.so", NULL);
+    ck_assert(g_file_set_contents(key_path,
+                                  "[Plugin]\nName=evented\nModule=libpleg-evented.so\n"
+                                  "FeatureGate=EventedPLEG\n",
+                                  -1, NULL));
+
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_RUNNING, NULL);
+    ck_assert_str_eq(text, "running");
+    g_free(text);
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_STOPPED, NULL);
+    ck_assert_str_eq(text, "stopped");
+    g_free(text);
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_DISABLED_BY_NAME, NULL);
+    ck_assert_str_eq(text, "disabled (--disable-plugins)");
+    g_free(text);
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_FAILED, error);
+    ck_assert_str_eq(text, "failed: not a shared object");
+    g_free(text);
+    g_clear_error(&error);
+    error = g_error_new(PLEG_HOST_ERROR, PLEG_HOST_ERROR_PLUGIN_ABI,
+                        "plugin evented (%s): ABI major 2, host speaks 1", module_path);
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_FAILED, error);
+    ck_assert_str_eq(text, "failed: ABI major 2, host speaks 1");
+    g_free(text);
+
+    /* The gate is named whether the host reports the module or the key file. */
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_DISABLED_GATE, NULL);
+    ck_assert_str_eq(text, "disabled (feature gate EventedPLEG off)");
+    g_free(text);
+    text = describe("evented", key_path, PLEG_PLUGIN_STATE_DISABLED_GATE, NULL);
+    ck_assert_str_eq(text, "disabled (feature gate EventedPLEG off)");
+    g_free(text);
+    text = describe("evented", NULL, PLEG_PLUGIN_STATE_DISABLED_GATE, NULL);
+    ck_assert_str_eq(text, "disabled (feature gate off)");
+
+    g_unlink(key_path);
+    g_rmdir(dir);
+}
+END_TEST
+
 static Suite *
 plegd_units_suite(void)
 {
@@ -435,6 +504,10 @@ plegd_units_suite(void)
     tcase_add_test(tc, test_monitor_rate_limits_failures);
     tcase_add_test(tc, test_monitor_ready_and_recovery);
     tcase_add_test(tc, test_monitor_foreign_error);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("plugins");
+    tcase_add_test(tc, test_describe_plugin);
     suite_add_tcase(suite, tc);
 
     return suite;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * plegd as a process: its command line, and running against a runtime that is not there
- * (HTTP endpoints, logs, sd_notify, signals).
+ * plegd as a process: its command line and --config file, running against a runtime that is not
+ * there (HTTP endpoints, logs, sd_notify, signals), and plugin directories with broken plugins.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -21,6 +21,11 @@ START_TEST(test_help)
         "--metrics-bind-address",
         "--feature-gates",
         "--version",
+        "--config",
+        "--plugin-dir",
+        "--disable-plugins",
+        "--require-plugins",
+        "[FeatureGates]",
     };
     g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(NULL, "--help");
     g_autofree char *out = NULL;
@@ -62,6 +67,9 @@ static const struct {
     {"--metrics-bind-address=127.0.0.1", "--metrics-bind-address", "127.0.0.1"},
     {"--container-runtime-endpoint=tcp://127.0.0.1:1234", "--container-runtime-endpoint",
      "tcp://127.0.0.1:1234"},
+    {"--disable-plugins=Bad_Name", "--disable-plugins", "Bad_Name"},
+    {"--require-plugins=hello,a b", "--require-plugins", "a b"},
+    {"--config=/nonexistent/plegd.conf", "--config", "/nonexistent/plegd.conf"},
     {"--no-such-flag", "--no-such-flag", "--no-such-flag"},
     {"stray-argument", "stray-argument", "stray-argument"},
 };
@@ -261,6 +269,291 @@ START_TEST(test_ipv6_and_sigint)
 }
 END_TEST
 
+START_TEST(test_disabled_and_required)
+{
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
+        NULL, "--metrics-bind-address=127.0.0.1:0",
+        "--container-runtime-endpoint=unix:///nonexistent/cri.sock", "--disable-plugins=a,b",
+        "--require-plugins=c, b");
+    g_autofree char *err = NULL;
+
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 2);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(strstr(err, "--require-plugins") && strstr(err, "plugin b "), "%s", err);
+}
+END_TEST
+
+/* ---- --config ---- */
+
+typedef struct {
+    char *dir;         /* the runtime socket (never created) and the config file */
+    char *plugin_dir;
+    char *endpoint;
+    char *config_path;
+} ConfigFixture;
+
+static ConfigFixture cfg;
+
+static void
+config_setup(void)
+{
+    cfg.dir = make_tmpdir();
+    cfg.plugin_dir = make_tmpdir();
+    cfg.endpoint = g_strdup_printf("unix://%s/nothing.sock", cfg.dir);
+}
+
+static void
+config_teardown(void)
+{
+    remove_tmpdir(cfg.dir);
+    remove_tmpdir(cfg.plugin_dir);
+    g_clear_pointer(&cfg.dir, g_free);
+    g_clear_pointer(&cfg.plugin_dir, g_free);
+    g_clear_pointer(&cfg.endpoint, g_free);
+    g_clear_pointer(&cfg.config_path, g_free);
+}
+
+static char *
+config_arg(const char *contents)
+{
+    g_free(cfg.config_path);
+    cfg.config_path = write_file(cfg.dir, "plegd.conf", contents);
+    return g_strconcat("--config=", cfg.config_path, NULL);
+}
+
+/* A plugin whose module is not a shared object: the loader fails on it once it opens it. */
+static void
+add_broken_plugin(const char *dir, const char *name, const char *gate)
+{
+    g_autofree char *module = g_strdup_printf("lib%s.so", name);
+    g_autofree char *key_file_name = g_strconcat(name, ".plugin", NULL);
+    g_autofree char *gate_line = gate ? g_strdup_printf("FeatureGate=%s\n", gate) : g_strdup("");
+    g_autofree char *key_file =
+        g_strdup_printf("[Plugin]\nName=%s\nModule=%s\n%s", name, module, gate_line);
+
+    g_free(write_file(dir, key_file_name, key_file));
+    g_free(write_file(dir, module, "this is not a shared object\n"));
+}
+
+/* The example plugin of examples/out-of-tree-plugin, built in this tree. */
+static void
+add_hello_plugin(const char *dir)
+{
+    const char *module = g_getenv("PLEG_HELLO_PLUGIN");
+    const char *key_file = g_getenv("PLEG_HELLO_PLUGIN_FILE");
+
+    ck_assert_msg(module && key_file, "PLEG_HELLO_PLUGIN(_FILE) must be set");
+    copy_file(module, dir, "libpleg-hello.so");
+    copy_file(key_file, dir, "hello.plugin");
+}
+
+START_TEST(test_config_file)
+{
+    g_autofree char *contents = NULL;
+    g_autofree char *arg = NULL;
+    g_autofree char *relisting = NULL;
+    g_autoptr(PlegdRunner) plegd = NULL;
+
+    add_broken_plugin(cfg.plugin_dir, "gated", "EventedPLEG");
+    contents = g_strdup_printf("# plegd settings\n"
+                               "[plegd]\n"
+                               "container-runtime-endpoint=%s\n"
+                               "relist-period=100ms\n"
+                               "metrics-bind-address=127.0.0.1:0\n"
+                               "plugin-dir=%s\n"
+                               "\n"
+                               "[FeatureGates]\n"
+                               "EventedPLEG=true\n",
+                               cfg.endpoint, cfg.plugin_dir);
+    arg = config_arg(contents);
+    plegd = plegd_runner_spawn(NULL, arg);
+
+    /* Every setting came from the file: the endpoint, the period, the bind address, the plugin
+     * directory, and the gate that makes the loader open the plugin. */
+    relisting = g_strdup_printf("relisting %s every 100ms", cfg.endpoint);
+    assert_stderr_shows(plegd, relisting);
+    g_free(plegd_runner_wait_metrics_url(plegd));
+    assert_stderr_shows(plegd, "plugin gated: failed: ");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
+START_TEST(test_config_file_flags_win)
+{
+    g_autofree char *contents = NULL;
+    g_autofree char *arg = NULL;
+    g_autofree char *plugin_dir_arg = g_strconcat("--plugin-dir=", cfg.plugin_dir, NULL);
+    g_autofree char *relisting = NULL;
+    g_autofree char *err = NULL;
+    g_autoptr(PlegdRunner) plegd = NULL;
+
+    add_broken_plugin(cfg.plugin_dir, "gated", "EventedPLEG");
+    contents = g_strdup_printf("[plegd]\n"
+                               "container-runtime-endpoint=%s\n"
+                               "relist-period=5s\n"
+                               "metrics-bind-address=\n"
+                               "plugin-dir=/nonexistent\n"
+                               "[FeatureGates]\n"
+                               "EventedPLEG=true\n",
+                               cfg.endpoint);
+    arg = config_arg(contents);
+    plegd = plegd_runner_spawn(NULL, arg, "--relist-period=200ms", plugin_dir_arg,
+                               "--feature-gates=EventedPLEG=false");
+
+    relisting = g_strdup_printf("relisting %s every 200ms", cfg.endpoint);
+    assert_stderr_shows(plegd, relisting);
+    assert_stderr_shows(plegd, "plugin gated: disabled (feature gate EventedPLEG off)");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(!strstr(err, "serving metrics on"), "%s", err);
+}
+END_TEST
+
+static const struct {
+    const char *contents;
+    const char *needle; /* the message names this (and the file) */
+} bad_configs[] = {
+    {"[FeatureGates]\nNoSuchGate=true\n", "NoSuchGate"},
+    {"[FeatureGates]\nEventedPLEG=maybe\n", "maybe"},
+    {"[FeatureGates]\nEventedPLEG=true\nNoSuchGate=false\n", "NoSuchGate"},
+    {"[plegd]\nrelist-period=5parsecs\n", "5parsecs"},
+    {"[plegd]\nrelist-threshold=0\n", "relist-threshold"},
+    {"[plegd]\nmetrics-bind-address=localhost:1\n", "localhost:1"},
+    {"[plegd]\ndisable-plugins=Bad_Name\n", "Bad_Name"},
+    {"[plegd]\nno-such-key=1\n", "no-such-key"},
+    {"[plegd]\nfeature-gates=EventedPLEG=true\n", "feature-gates"},
+    {"[Plegd]\nrelist-period=1s\n", "Plegd"},
+    {"relist-period=1s\n", "--config"},
+    {"[plegd]\ncontainer-runtime-endpoint=tcp://127.0.0.1:1\n", "tcp://127.0.0.1:1"},
+};
+
+START_TEST(test_config_file_bad)
+{
+    g_autofree char *arg = config_arg(bad_configs[_i].contents);
+    /* No other flag: it would win over the file. */
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(NULL, arg);
+    g_autofree char *err = NULL;
+    g_autofree char *out = NULL;
+
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 2);
+    err = plegd_runner_get_stderr(plegd);
+    out = plegd_runner_get_stdout(plegd);
+    ck_assert_msg(strstr(err, bad_configs[_i].needle), "%s: message does not name \"%s\":\n%s",
+                  bad_configs[_i].contents, bad_configs[_i].needle, err);
+    ck_assert_msg(strstr(err, cfg.config_path), "%s: message does not name the file:\n%s",
+                  bad_configs[_i].contents, err);
+    ck_assert_str_eq(out, "");
+}
+END_TEST
+
+/* ---- plugin directories ---- */
+
+/* plegd without a runtime, with the fixture's plugin directory and @extra_arg (nullable). */
+static PlegdRunner *
+spawn_with_plugins(const char *extra_arg)
+{
+    g_autofree char *endpoint_arg = g_strconcat("--container-runtime-endpoint=", cfg.endpoint, NULL);
+    g_autofree char *plugin_dir_arg = g_strconcat("--plugin-dir=", cfg.plugin_dir, NULL);
+    const char *args[] = {endpoint_arg, plugin_dir_arg, "--relist-period=100ms",
+                          "--metrics-bind-address=127.0.0.1:0", extra_arg, NULL};
+
+    return plegd_runner_spawn_full(NULL, -1, args);
+}
+
+static char *
+get(const char *base, const char *path, guint expected_status)
+{
+    g_autofree char *url = g_strconcat(base, path, NULL);
+    char *body = NULL;
+
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), expected_status);
+    return body;
+}
+
+START_TEST(test_broken_plugin)
+{
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *body = NULL;
+    g_autofree char *err = NULL;
+
+    add_broken_plugin(cfg.plugin_dir, "broken", NULL);
+    add_hello_plugin(cfg.plugin_dir);
+    plegd = spawn_with_plugins(NULL);
+    base = plegd_runner_wait_metrics_url(plegd);
+
+    /* Reported with the reason, and the rest runs: the PLEG, HTTP and the good plugin. */
+    assert_stderr_shows(plegd, "plugin broken: failed: ");
+    assert_stderr_shows(plegd, "plugin hello: running");
+    assert_stderr_shows(plegd, "relist failed: ");
+    body = get(base, "/healthz", 500);
+    ck_assert_msg(strstr(body, "pleg has yet to be successful"), "%s", body);
+    ck_assert_msg(g_str_has_prefix(body, "pleg"), "the checker is not named: %s", body);
+    g_free(body);
+    body = get(base, "/metrics", 200);
+    ck_assert_msg(strstr(body, "pleg_hello_ticks_total"), "%s", body);
+    ck_assert_msg(strstr(body, "kubelet_pleg_relist_duration_seconds"), "%s", body);
+
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(!strstr(err, "plugin hello: failed"), "%s", err);
+}
+END_TEST
+
+START_TEST(test_disable_plugins)
+{
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *body = NULL;
+    g_autofree char *err = NULL;
+
+    add_broken_plugin(cfg.plugin_dir, "broken", NULL);
+    add_hello_plugin(cfg.plugin_dir);
+    plegd = spawn_with_plugins("--disable-plugins= nothing,broken ,,hello");
+    base = plegd_runner_wait_metrics_url(plegd);
+
+    assert_stderr_shows(plegd, "plugin broken: disabled (--disable-plugins)");
+    assert_stderr_shows(plegd, "plugin hello: disabled (--disable-plugins)");
+    body = get(base, "/metrics", 200);
+    ck_assert_msg(!strstr(body, "pleg_hello"), "a disabled plugin ran:\n%s", body);
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(!strstr(err, "plugin broken: failed") && !strstr(err, "plugin hello: failed"),
+                  "a disabled plugin was loaded:\n%s", err);
+}
+END_TEST
+
+START_TEST(test_require_plugins)
+{
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *err = NULL;
+
+    add_broken_plugin(cfg.plugin_dir, "broken", NULL);
+    add_hello_plugin(cfg.plugin_dir);
+
+    /* A required plugin that works: nothing changes. */
+    plegd = spawn_with_plugins("--require-plugins=hello");
+    assert_stderr_shows(plegd, "plugin hello: running");
+    assert_stderr_shows(plegd, "plugin broken: failed: ");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    g_clear_pointer(&plegd, plegd_runner_free);
+
+    /* One that fails ends plegd, saying why. */
+    plegd = spawn_with_plugins("--require-plugins=hello,broken");
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 1);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(strstr(err, "plegd: ") && strstr(err, "broken"), "%s", err);
+    g_clear_pointer(&plegd, plegd_runner_free);
+    g_free(err);
+
+    /* So does one that is missing. */
+    plegd = spawn_with_plugins("--require-plugins=missing");
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 1);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(strstr(err, "missing"), "%s", err);
+}
+END_TEST
+
 static Suite *
 plegd_suite(void)
 {
@@ -278,6 +571,21 @@ plegd_suite(void)
     tcase_add_test(tc, test_notify_without_runtime);
     tcase_add_test(tc, test_bind_failure);
     tcase_add_test(tc, test_ipv6_and_sigint);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("config");
+    tcase_add_checked_fixture(tc, config_setup, config_teardown);
+    tcase_add_test(tc, test_disabled_and_required);
+    tcase_add_test(tc, test_config_file);
+    tcase_add_test(tc, test_config_file_flags_win);
+    tcase_add_loop_test(tc, test_config_file_bad, 0, G_N_ELEMENTS(bad_configs));
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("plugins");
+    tcase_add_checked_fixture(tc, config_setup, config_teardown);
+    tcase_add_test(tc, test_broken_plugin);
+    tcase_add_test(tc, test_disable_plugins);
+    tcase_add_test(tc, test_require_plugins);
     suite_add_tcase(suite, tc);
 
     return suite;
