@@ -36,6 +36,7 @@ typedef struct {
 struct _PluginEntry {
     PlegPluginInfo info; /* handed out by pleg_host_get_plugins() */
     PlegHost *host;
+    char *dir; /* the plugin directory the .plugin file is in */
     char *plugin_file;
     char *feature_gate;
     char *log_domain;
@@ -576,6 +577,7 @@ plugin_entry_free(PluginEntry *entry)
     g_free(entry->info.name);
     g_free(entry->info.path);
     g_clear_error(&entry->info.error);
+    g_free(entry->dir);
     g_free(entry->plugin_file);
     g_free(entry->feature_gate);
     g_free(entry->log_domain);
@@ -671,7 +673,7 @@ read_plugin_file(PlegHost *self, PluginEntry *entry)
     g_free(entry->info.path);
     entry->info.path = g_path_is_absolute(module)
                            ? g_strdup(module)
-                           : g_build_filename(self->plugin_dir, module, NULL);
+                           : g_build_filename(entry->dir, module, NULL);
 
     gate = g_key_file_get_string(key_file, PLUGIN_GROUP, "FeatureGate", NULL);
     if (gate && *gate)
@@ -877,22 +879,18 @@ compare_file_names(gconstpointer a, gconstpointer b)
 }
 
 static void
-load_plugins(PlegHost *self)
+load_plugins_from(PlegHost *self, const char *dir)
 {
-    g_autoptr(GPtrArray) files = NULL;
+    g_autoptr(GPtrArray) files = list_plugin_files(dir);
 
-    if (!self->plugin_dir || !*self->plugin_dir)
-        return;
-
-    files = list_plugin_files(self->plugin_dir);
     g_ptr_array_sort(files, compare_file_names);
-
     for (guint i = 0; i < files->len; i++) {
         const char *file_name = g_ptr_array_index(files, i);
         PluginEntry *entry = g_new0(PluginEntry, 1);
 
         entry->host = self;
-        entry->plugin_file = g_build_filename(self->plugin_dir, file_name, NULL);
+        entry->dir = g_strdup(dir);
+        entry->plugin_file = g_build_filename(dir, file_name, NULL);
         entry->info.name = g_strndup(file_name, strlen(file_name) - strlen(".plugin"));
         entry->info.path = g_strdup(entry->plugin_file);
         entry->info.state = PLEG_PLUGIN_STATE_STOPPED;
@@ -921,6 +919,23 @@ load_plugins(PlegHost *self)
         if (check_module_file(entry) && open_module(entry))
             init_plugin(entry);
         report_failure(self, entry);
+    }
+}
+
+/* plugin_dir is a search path, like GST_PLUGIN_PATH: directories separated by ':', searched in
+ * order; a later plugin with a name already loaded fails as a duplicate. */
+static void
+load_plugins(PlegHost *self)
+{
+    g_auto(GStrv) dirs = NULL;
+
+    if (!self->plugin_dir || !*self->plugin_dir)
+        return;
+
+    dirs = g_strsplit(self->plugin_dir, G_SEARCHPATH_SEPARATOR_S, -1);
+    for (guint i = 0; dirs[i]; i++) {
+        if (*dirs[i])
+            load_plugins_from(self, dirs[i]);
     }
 }
 

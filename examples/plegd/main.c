@@ -299,7 +299,7 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
         {"feature-gates", 0, 0, G_OPTION_ARG_STRING, &feature_gates,
          "Feature gates, e.g. EventedPLEG=true", "NAME=BOOL,..."},
         {"plugin-dir", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_PLUGIN_DIR],
-         "Load plugins from here; \"\" loads none (default: libpleg's plugin directory)", "DIR"},
+         "Load plugins from DIR (several: DIR1:DIR2, searched in order); \"\" loads none (default: libpleg's plugin directory)", "DIR"},
         {"disable-plugins", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_DISABLE_PLUGINS],
          "Do not load these plugins", "NAME,..."},
         {"require-plugins", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_REQUIRE_PLUGINS],

@@ -166,6 +166,7 @@ typedef struct {
     GMainContext *context;
     PlegHost *host;
     char *dir;
+    char *plugin_dir; /* when set, used instead of dir */
     gint64 period_usec;
     const char *const *disabled;
     const char *const *required;
@@ -207,6 +208,7 @@ env_free(Env *env)
     pleg_feature_gates_free(env->gates);
     remove_tree(env->dir);
     g_free(env->dir);
+    g_free(env->plugin_dir);
     g_ptr_array_unref(env->events);
     g_free(env);
 }
@@ -248,7 +250,7 @@ env_create_host(Env *env)
 
     pleg_host_config_init(&config);
     config.runtime = env->runtime;
-    config.plugin_dir = env->dir;
+    config.plugin_dir = env->plugin_dir ? env->plugin_dir : env->dir;
     config.generic.relist_period_usec = env->period_usec;
     config.disabled_plugins = env->disabled;
     config.required_plugins = env->required;
@@ -722,6 +724,49 @@ START_TEST(test_disabled_by_name)
 }
 END_TEST
 
+/* plugin_dir as a search path: directories in order, a later plugin of the same name is a
+ * duplicate and fails without being opened. */
+START_TEST(test_plugin_search_path)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *first = g_build_filename(env->dir, "first", NULL);
+    g_autofree char *second = g_build_filename(env->dir, "second", NULL);
+    g_autofree char *good = module_path(first, "good");
+    g_autofree char *shadowed = module_path(second, "good");
+    g_autofree char *plugin_file = g_build_filename(second, "good.plugin", NULL);
+    g_autofree char *expected = NULL;
+    g_autoptr(GPtrArray) plugins = NULL;
+    PlegPluginInfo *info;
+
+    ck_assert_int_eq(g_mkdir(first, 0755), 0);
+    ck_assert_int_eq(g_mkdir(second, 0755), 0);
+    install_fixture(first, "good");
+    install_fixture(second, "good");
+    install_fixture(second, "startfail");
+    env->plugin_dir = g_strjoin(G_SEARCHPATH_SEPARATOR_S, first, second, NULL);
+    env_start(env);
+
+    plugins = pleg_host_get_plugins(env->host);
+    ck_assert_uint_eq(plugins->len, 3);
+    info = g_ptr_array_index(plugins, 0);
+    ck_assert_str_eq(info->name, "good");
+    ck_assert_str_eq(info->path, good);
+    ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_RUNNING);
+
+    info = g_ptr_array_index(plugins, 1);
+    ck_assert_str_eq(info->name, "good");
+    ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_FAILED);
+    expected = g_strdup_printf("plugin good (%s): another plugin is named good", plugin_file);
+    ck_assert_str_eq(info->error->message, expected);
+    ck_assert(!module_mapped(shadowed));
+
+    info = g_ptr_array_index(plugins, 2);
+    ck_assert_str_eq(info->name, "startfail");
+    ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_FAILED);
+    assert_host_runs(env);
+}
+END_TEST
+
 typedef enum {
     MODE_GATE_OFF,
     MODE_BY_NAME,
@@ -1112,6 +1157,7 @@ host_suite(void)
     tcase_add_loop_test(tc, test_required_plugin, 0, G_N_ELEMENTS(required_cases));
     tcase_add_test(tc, test_disabled_by_gate);
     tcase_add_test(tc, test_disabled_by_name);
+    tcase_add_test(tc, test_plugin_search_path);
     tcase_add_test(tc, test_rest_runs_unchanged);
     tcase_add_test(tc, test_restart);
     suite_add_tcase(s, tc);

@@ -70,8 +70,10 @@ typedef struct {
  * @runtime_endpoint: CRI endpoint (kubelet's --container-runtime-endpoint).
  * @runtime_request_timeout_usec: per-call CRI deadline; 0 = 2 min.
  * @generic: Generic PLEG configuration (period, threshold, queue capacity, clock).
- * @plugin_dir: (nullable): where `*.plugin` files (and the modules they name) are looked for;
- *   %NULL uses the build-time default (`$libdir/pleg/plugins`), "" loads no plugin.
+ * @plugin_dir: (nullable): where `*.plugin` files (and the modules they name) are looked for: a
+ *   directory, or several separated by ':' and searched in order (a later plugin with a name
+ *   already seen fails as a duplicate); %NULL uses the build-time default
+ *   (`$libdir/pleg/plugins`), "" loads no plugin.
  * @disabled_plugins: (nullable) (array zero-terminated=1): plugin names not to load.
  * @required_plugins: (nullable) (array zero-terminated=1): plugin names whose failure (to load,
  *   init or start, or being disabled) fails pleg_host_start().
