@@ -107,14 +107,14 @@ pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name, char **r
 /* ---- PlegRuntime ---- */
 
 static gboolean
-runtime_list_pod_sandboxes(gpointer impl, GPtrArray **ret_sandboxes, GCancellable *cancellable,
-                           GError **error)
+list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
+                   GPtrArray **ret_sandboxes, GCancellable *cancellable, GError **error)
 {
-    PlegCriClient *client = impl;
     Runtime__V1__ListPodSandboxRequest request = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
     g_autoptr(Runtime__V1__ListPodSandboxResponse) response = NULL;
     GPtrArray *sandboxes;
 
+    request.filter = filter;
     response = call(client, "ListPodSandbox", &request.base,
                     &runtime__v1__list_pod_sandbox_response__descriptor, cancellable, error);
     if (!response)
@@ -125,6 +125,41 @@ runtime_list_pod_sandboxes(gpointer impl, GPtrArray **ret_sandboxes, GCancellabl
         g_ptr_array_add(sandboxes, cri_decode_pod_sandbox(response->items[i]));
     *ret_sandboxes = sandboxes;
     return TRUE;
+}
+
+static gboolean
+runtime_list_pod_sandboxes(gpointer impl, GPtrArray **ret_sandboxes, GCancellable *cancellable,
+                           GError **error)
+{
+    return list_pod_sandboxes(impl, NULL, ret_sandboxes, cancellable, error);
+}
+
+/* kubelet labels every sandbox with its pod's UID and asks for one pod's sandboxes with this
+ * selector.  A runtime holding sandboxes without the label answers with none of them: then list
+ * everything, so such pods are still found (the caller matches metadata.uid). */
+static gboolean
+runtime_list_pod_sandboxes_of_pod(gpointer impl, const char *pod_uid, GPtrArray **ret_sandboxes,
+                                  GCancellable *cancellable, GError **error)
+{
+    Runtime__V1__PodSandboxFilter filter = RUNTIME__V1__POD_SANDBOX_FILTER__INIT;
+    Runtime__V1__PodSandboxFilter__LabelSelectorEntry entry =
+        RUNTIME__V1__POD_SANDBOX_FILTER__LABEL_SELECTOR_ENTRY__INIT;
+    Runtime__V1__PodSandboxFilter__LabelSelectorEntry *entries[] = {&entry};
+    GPtrArray *sandboxes = NULL;
+
+    entry.key = (char *)"io.kubernetes.pod.uid";
+    entry.value = (char *)pod_uid;
+    filter.n_label_selector = G_N_ELEMENTS(entries);
+    filter.label_selector = entries;
+
+    if (!list_pod_sandboxes(impl, &filter, &sandboxes, cancellable, error))
+        return FALSE;
+    if (sandboxes->len > 0) {
+        *ret_sandboxes = sandboxes;
+        return TRUE;
+    }
+    g_ptr_array_unref(sandboxes);
+    return list_pod_sandboxes(impl, NULL, ret_sandboxes, cancellable, error);
 }
 
 static gboolean
@@ -214,6 +249,7 @@ static const PlegRuntimeVTable cri_runtime_vtable = {
     .pod_sandbox_status = runtime_pod_sandbox_status,
     .container_status = runtime_container_status,
     .finalize = runtime_finalize,
+    .list_pod_sandboxes_of_pod = runtime_list_pod_sandboxes_of_pod,
 };
 
 PlegRuntime *

@@ -807,13 +807,14 @@ list_pod(PlegGeneric *pleg, const char *pod_uid, PodSnapshot **ret_pod, GError *
         (GDestroyNotify)pleg_container_free);
     g_autoptr(GHashTable) pods = NULL;
 
-    if (!pleg_runtime_list_pod_sandboxes(pleg->runtime, &sandboxes, pleg->cancellable, error))
+    if (!pleg_runtime_list_pod_sandboxes_of_pod(pleg->runtime, pod_uid, &sandboxes,
+                                                pleg->cancellable, error))
         return FALSE;
     for (guint i = 0; i < sandboxes->len; i++) {
         PlegPodSandbox *s = g_ptr_array_index(sandboxes, i);
         g_autoptr(GPtrArray) found = NULL;
 
-        if (g_strcmp0(s->uid, pod_uid) != 0 || !s->id)
+        if (!s->id)
             continue;
         g_ptr_array_add(mine, s);
         if (!pleg_runtime_list_containers(pleg->runtime, s->id, &found, pleg->cancellable, error))

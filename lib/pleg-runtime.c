@@ -51,6 +51,38 @@ pleg_runtime_list_pod_sandboxes(PlegRuntime *runtime, GPtrArray **ret_sandboxes,
 }
 
 gboolean
+pleg_runtime_list_pod_sandboxes_of_pod(PlegRuntime *runtime, const char *pod_uid,
+                                       GPtrArray **ret_sandboxes, GCancellable *cancellable,
+                                       GError **error)
+{
+    const PlegRuntimeVTable *vtable;
+    g_autoptr(GPtrArray) all = NULL;
+    GPtrArray *mine;
+    gboolean ok;
+
+    g_return_val_if_fail(runtime != NULL && pod_uid != NULL && ret_sandboxes != NULL, FALSE);
+
+    vtable = runtime->vtable;
+    if (vtable->size >= G_STRUCT_OFFSET(PlegRuntimeVTable, list_pod_sandboxes_of_pod) +
+                            sizeof(vtable->list_pod_sandboxes_of_pod) &&
+        vtable->list_pod_sandboxes_of_pod)
+        ok = vtable->list_pod_sandboxes_of_pod(runtime->impl, pod_uid, &all, cancellable, error);
+    else
+        ok = vtable->list_pod_sandboxes(runtime->impl, &all, cancellable, error);
+    if (!ok)
+        return FALSE;
+
+    mine = g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_sandbox_free);
+    for (guint i = 0; i < all->len; i++) {
+        PlegPodSandbox *sandbox = g_ptr_array_index(all, i);
+        if (g_strcmp0(sandbox->uid, pod_uid) == 0)
+            g_ptr_array_add(mine, pleg_pod_sandbox_copy(sandbox));
+    }
+    *ret_sandboxes = mine;
+    return TRUE;
+}
+
+gboolean
 pleg_runtime_list_containers(PlegRuntime *runtime, const char *pod_sandbox_id,
                              GPtrArray **ret_containers, GCancellable *cancellable, GError **error)
 {

@@ -14,6 +14,7 @@
 #include <pleg/pleg-cri-client.h>
 
 #include "cri-private.h"
+#include "cri-sim.h"
 #include "fake-cri-server.h"
 
 static char *tmpdir;
@@ -433,6 +434,55 @@ START_TEST(test_list_pod_sandboxes)
 }
 END_TEST
 
+/* One pod's sandboxes: kubelet's label selector first; a runtime whose sandboxes lack the label
+ * answers with none, and then every sandbox is listed and matched on metadata.uid. */
+START_TEST(test_list_pod_sandboxes_of_pod)
+{
+    g_autofree char *path = socket_path("cri.sock");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CriSim) sim = cri_sim_new(path, &error);
+    g_autoptr(PlegCriClient) client = NULL;
+    g_autoptr(PlegRuntime) runtime = NULL;
+    g_autoptr(GPtrArray) labelled = NULL;
+    g_autoptr(GPtrArray) unlabelled = NULL;
+    g_autoptr(GPtrArray) gone = NULL;
+    g_autoptr(GBytes) packed = NULL;
+    Runtime__V1__ListPodSandboxRequest *request;
+    static const char *const no_labels[] = {"app", "legacy", NULL};
+    CriSimPodSpec legacy = {.uid = "uid-legacy", .labels = no_labels};
+
+    ck_assert_msg(sim != NULL, "%s", error ? error->message : "");
+    ck_assert(cri_sim_add_pod(sim, "uid-a", NULL, &error));
+    ck_assert(cri_sim_add_pod(sim, "uid-b", NULL, &error));
+    ck_assert(cri_sim_add_pod_full(sim, &legacy, NULL, &error));
+    client = pleg_cri_client_new(path, 0, &error);
+    runtime = pleg_cri_client_as_runtime(client);
+
+    ck_assert(pleg_runtime_list_pod_sandboxes_of_pod(runtime, "uid-a", &labelled, NULL, &error));
+    ck_assert_uint_eq(labelled->len, 1);
+    ck_assert_str_eq(((PlegPodSandbox *)g_ptr_array_index(labelled, 0))->uid, "uid-a");
+    ck_assert_uint_eq(cri_sim_get_n_calls(sim, "ListPodSandbox"), 1);
+    packed = cri_sim_get_last_request(sim, "ListPodSandbox");
+    request = runtime__v1__list_pod_sandbox_request__unpack(
+        NULL, g_bytes_get_size(packed), g_bytes_get_data(packed, NULL));
+    ck_assert_ptr_nonnull(request);
+    ck_assert_ptr_nonnull(request->filter);
+    ck_assert_uint_eq(request->filter->n_label_selector, 1);
+    ck_assert_str_eq(request->filter->label_selector[0]->key, "io.kubernetes.pod.uid");
+    ck_assert_str_eq(request->filter->label_selector[0]->value, "uid-a");
+    protobuf_c_message_free_unpacked(&request->base, NULL);
+
+    ck_assert(
+        pleg_runtime_list_pod_sandboxes_of_pod(runtime, "uid-legacy", &unlabelled, NULL, &error));
+    ck_assert_uint_eq(unlabelled->len, 1);
+    ck_assert_str_eq(((PlegPodSandbox *)g_ptr_array_index(unlabelled, 0))->uid, "uid-legacy");
+    ck_assert_uint_eq(cri_sim_get_n_calls(sim, "ListPodSandbox"), 3);
+
+    ck_assert(pleg_runtime_list_pod_sandboxes_of_pod(runtime, "uid-gone", &gone, NULL, &error));
+    ck_assert_uint_eq(gone->len, 0);
+}
+END_TEST
+
 START_TEST(test_list_containers)
 {
     g_autofree char *path = socket_path("cri.sock");
@@ -840,6 +890,7 @@ cri_client_suite(void)
     tcase_add_checked_fixture(calls, setup, teardown);
     tcase_add_test(calls, test_version);
     tcase_add_test(calls, test_list_pod_sandboxes);
+    tcase_add_test(calls, test_list_pod_sandboxes_of_pod);
     tcase_add_test(calls, test_list_containers);
     tcase_add_test(calls, test_pod_sandbox_status);
     tcase_add_test(calls, test_container_status);

@@ -26,6 +26,10 @@ typedef struct _PlegRuntime PlegRuntime;
  *   from the CRI client, %PLEG_CRI_ERROR_NOT_FOUND.
  * @container_status: CRI ContainerStatus (verbose = false), like @pod_sandbox_status.
  * @finalize: frees @impl; may be %NULL.
+ * @list_pod_sandboxes_of_pod: (nullable): ListPodSandbox of one pod's sandboxes, for targeted
+ *   relists.  The CRI client asks with kubelet's label selector `io.kubernetes.pod.uid=<uid>`.
+ *   Implementations may return more than the pod's sandboxes; callers keep only those whose
+ *   @uid matches.  %NULL (or a table whose @size predates the slot) lists every sandbox.
  *
  * Every call is synchronous, may be made from any thread, and honours @cancellable and the
  * implementation's own per-call deadline.  Failures set @error; the PLEG treats every error
@@ -43,6 +47,9 @@ typedef struct {
     PlegContainerStatus *(*container_status)(gpointer impl, const char *container_id,
                                              GCancellable *cancellable, GError **error);
     void (*finalize)(gpointer impl);
+    gboolean (*list_pod_sandboxes_of_pod)(gpointer impl, const char *pod_uid,
+                                          GPtrArray **ret_sandboxes, GCancellable *cancellable,
+                                          GError **error);
 } PlegRuntimeVTable;
 
 /**
@@ -59,6 +66,15 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegRuntime, pleg_runtime_unref)
 
 gboolean pleg_runtime_list_pod_sandboxes(PlegRuntime *runtime, GPtrArray **ret_sandboxes,
                                          GCancellable *cancellable, GError **error);
+/**
+ * pleg_runtime_list_pod_sandboxes_of_pod:
+ *
+ * The sandboxes of @pod_uid only (matching `metadata.uid`), through the runtime's
+ * list_pod_sandboxes_of_pod when it has one, else by listing every sandbox.
+ */
+gboolean pleg_runtime_list_pod_sandboxes_of_pod(PlegRuntime *runtime, const char *pod_uid,
+                                                GPtrArray **ret_sandboxes,
+                                                GCancellable *cancellable, GError **error);
 gboolean pleg_runtime_list_containers(PlegRuntime *runtime, const char *pod_sandbox_id,
                                       GPtrArray **ret_containers, GCancellable *cancellable,
                                       GError **error);
