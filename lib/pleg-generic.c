@@ -95,6 +95,7 @@ struct _PlegGeneric {
 
     GMutex relist_lock;
     GCancellable *cancellable;
+    GThreadPool *reconcile_pool; /* global relists' pod reconciliations */
 
     GMutex state_lock;
     GHashTable *records; /* pod uid -> PodRecord */
@@ -714,6 +715,69 @@ update_running_metrics(PlegGeneric *pleg, GHashTable *pods, GPtrArray *container
                         (const char *[]){pleg_container_state_to_string(s)}, counts[s]);
 }
 
+/* A global relist reconciles its pods on a few threads when there are several: inspections are
+ * round trips to the runtime, so they overlap well, and one pod whose status call hangs until
+ * its deadline no longer holds back every pod after it.  Each pod is still reconciled as one
+ * unit under state_lock, so events within a pod keep their order; across pods there is none. */
+#define RECONCILE_THREADS 4
+#define RECONCILE_PARALLEL_MIN_PODS 4
+
+typedef struct {
+    PlegGeneric *pleg;
+    gint64 timestamp_ns;
+    GMutex lock;
+    GCond done;
+    guint pending;
+} ReconcileBatch;
+
+typedef struct {
+    ReconcileBatch *batch;
+    const char *pod_uid;
+} ReconcileTask;
+
+static void
+reconcile_task(gpointer data, gpointer user_data)
+{
+    ReconcileTask *task = data;
+    ReconcileBatch *batch = task->batch;
+
+    reconcile_pod(batch->pleg, task->pod_uid, PLEG_RELIST_SOURCE_GLOBAL, batch->timestamp_ns);
+    g_free(task);
+
+    g_mutex_lock(&batch->lock);
+    if (--batch->pending == 0)
+        g_cond_signal(&batch->done);
+    g_mutex_unlock(&batch->lock);
+}
+
+/* Called with relist_lock held. */
+static void
+reconcile_pods(PlegGeneric *pleg, GPtrArray *uids, gint64 timestamp_ns)
+{
+    ReconcileBatch batch = {.pleg = pleg, .timestamp_ns = timestamp_ns, .pending = uids->len};
+
+    if (uids->len < RECONCILE_PARALLEL_MIN_PODS) {
+        for (guint i = 0; i < uids->len; i++)
+            reconcile_pod(pleg, uids->pdata[i], PLEG_RELIST_SOURCE_GLOBAL, timestamp_ns);
+        return;
+    }
+
+    g_mutex_init(&batch.lock);
+    g_cond_init(&batch.done);
+    for (guint i = 0; i < uids->len; i++) {
+        ReconcileTask *task = g_new0(ReconcileTask, 1);
+        task->batch = &batch;
+        task->pod_uid = uids->pdata[i];
+        g_thread_pool_push(pleg->reconcile_pool, task, NULL);
+    }
+    g_mutex_lock(&batch.lock);
+    while (batch.pending > 0)
+        g_cond_wait(&batch.done, &batch.lock);
+    g_mutex_unlock(&batch.lock);
+    g_cond_clear(&batch.done);
+    g_mutex_clear(&batch.lock);
+}
+
 static gboolean
 relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
 {
@@ -771,8 +835,7 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     pleg->last_global_start_usec = start_usec;
     g_mutex_unlock(&pleg->queue_lock);
 
-    for (guint i = 0; i < uids->len; i++)
-        reconcile_pod(pleg, uids->pdata[i], PLEG_RELIST_SOURCE_GLOBAL, timestamp_ns);
+    reconcile_pods(pleg, uids, timestamp_ns);
 
     g_mutex_lock(&pleg->state_lock);
     redeliver_missed(pleg, NULL, PLEG_RELIST_SOURCE_GLOBAL);
@@ -1253,6 +1316,8 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
 
     g_mutex_init(&pleg->relist_lock);
     pleg->cancellable = g_cancellable_new();
+    pleg->reconcile_pool =
+        g_thread_pool_new(reconcile_task, NULL, RECONCILE_THREADS, FALSE, NULL);
 
     g_mutex_init(&pleg->state_lock);
     pleg->records =
@@ -1285,6 +1350,7 @@ pleg_generic_free(PlegGeneric *pleg)
     g_mutex_clear(&pleg->queue_lock);
     g_mutex_clear(&pleg->state_lock);
     g_mutex_clear(&pleg->relist_lock);
+    g_thread_pool_free(pleg->reconcile_pool, FALSE, TRUE);
     g_object_unref(pleg->cancellable);
     pleg_pod_cache_free(pleg->cache);
     pleg_metrics_registry_unref(pleg->metrics);

@@ -68,6 +68,55 @@ START_TEST(test_hung_pod_status_dispatcher)
 }
 END_TEST
 
+static gpointer
+relist_thread(gpointer data)
+{
+    relist(data);
+    return NULL;
+}
+
+/* Beyond kubelet: a global relist reconciles pods on several threads, so a pod whose status call
+ * blocks holds back no other pod's events; its own come in the same relist once it answers. */
+START_TEST(test_blocked_pod_holds_back_nobody)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+    g_autoptr(GPtrArray) events = NULL;
+    g_autoptr(GPtrArray) late = NULL;
+    GThread *thread;
+
+    for (guint i = 1; i <= 6; i++) {
+        g_autofree char *uid = g_strdup_printf("pod%u", i);
+        g_autofree char *sid = g_strdup_printf("s%u", i);
+        g_autofree char *cid = g_strdup_printf("c%u", i);
+        fixture_add_pod(fx, uid, sid, cid, NULL);
+    }
+    relist(fx);
+    g_ptr_array_unref(drain(fx));
+
+    for (guint i = 1; i <= 6; i++) {
+        g_autofree char *cid = g_strdup_printf("c%u", i);
+        fake_runtime_exit_container(fx->fake, cid, i, "Error", T0_NS);
+    }
+    fake_runtime_block(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s1");
+    thread = g_thread_new("relist", relist_thread, fx);
+    ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
+
+    events = wait_events(fx, 5, WAIT_USEC);
+    ck_assert_uint_eq(events->len, 5);
+    ck_assert_uint_eq(count_events(events, "pod1", PLEG_CONTAINER_DIED, NULL), 0);
+    for (guint i = 2; i <= 6; i++) {
+        g_autofree char *uid = g_strdup_printf("pod%u", i);
+        ck_assert_uint_eq(count_events(events, uid, PLEG_CONTAINER_DIED, NULL), 1);
+    }
+
+    fake_runtime_unblock(fx->fake);
+    g_thread_join(thread);
+    late = drain(fx);
+    ck_assert_uint_eq(late->len, 1);
+    ck_assert_uint_eq(count_events(late, "pod1", PLEG_CONTAINER_DIED, "c1"), 1);
+}
+END_TEST
+
 /* ListContainers hangs: health holds until the threshold after the last good relist, then
  * reports kubelet's message, and recovers with the next good relist. */
 START_TEST(test_hung_list)
@@ -179,6 +228,7 @@ bugs_suite(void)
 
     tcase_add_test(tc, test_hung_pod_status);
     tcase_add_test(tc, test_hung_pod_status_dispatcher);
+    tcase_add_test(tc, test_blocked_pod_holds_back_nobody);
     tcase_add_test(tc, test_hung_list);
     tcase_add_test(tc, test_everything_gone_between_relists);
     tcase_add_test(tc, test_container_outlives_sandbox);
