@@ -7,6 +7,8 @@
 #                                            import the local test image, wait until CRI answers
 #   scripts/containerd-sandbox.sh stop DIR    kill containerd, its shims and containers, unmount, remove DIR
 #
+# `start` takes only a new or empty folder and marks it; `stop` removes only a marked folder.
+#
 # With PLEG_SANDBOX_OWNER_PID set, `start` also leaves a watcher that runs `stop DIR` once that process
 # is gone, so a test killed on a timeout does not leave containerd behind.
 #
@@ -19,6 +21,7 @@
 set -euo pipefail
 
 readonly IMAGE=localhost/pleg-test:latest
+readonly MARKER=.containerd-sandbox
 readonly NAMESPACE=k8s.io
 readonly START_TIMEOUT_SEC=${PLEG_CONTAINERD_START_TIMEOUT:-60}
 SELF=$(realpath "${BASH_SOURCE[0]}")
@@ -180,8 +183,13 @@ start() {
         [ -f "$f" ] || die "$f is missing; containerd needs it for host-network pods"
     done
     containerd_pid >/dev/null && die "containerd already running for $DIR"
+    # `stop` removes DIR: only ever a folder that `start` made or found empty.
+    if [ -e "$DIR" ] && [ ! -e "$DIR/$MARKER" ] && [ -n "$(ls -A "$DIR" 2>/dev/null)" ]; then
+        die "$DIR is not empty; give a new or empty folder"
+    fi
 
     mkdir -p "$DIR"
+    touch "$DIR/$MARKER"
     snapshotter=$(pick_snapshotter "$DIR")
     write_config "$DIR" "$snapshotter"
     mkdir -p "$DIR/image"
@@ -290,6 +298,11 @@ alive() {
 stop() {
     local pid deadline
     [ -d "$DIR" ] || return 0
+    if [ ! -e "$DIR/$MARKER" ]; then
+        # an empty folder (start failed before marking it) goes; anything else is not ours
+        rmdir "$DIR" 2>/dev/null && return 0
+        die "$DIR was not made by '$0 start'; refusing to remove it"
+    fi
     if pid=$(containerd_pid); then
         kill -TERM "$pid" 2>/dev/null || true
         deadline=$((SECONDS + 10))
