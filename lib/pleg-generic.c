@@ -54,11 +54,24 @@ typedef struct {
     gint64 enqueued_usec; /* monotonic */
 } RelistRequest;
 
-/* A transition a subscriber has not received yet: what it last saw of one container. */
+/* What one subscriber has not received yet of one container: the undelivered events in the
+ * order they were generated.  A container id passes through few states (created, running,
+ * exited, gone), so the queue stays short; past MISSED_MAX events (a runtime flapping a container
+ * between unknown and running while the subscriber is stalled) it collapses to kubelet's
+ * transition from what the subscriber last saw to the newest state. */
+#define MISSED_MAX 16
+
+typedef struct {
+    PlegPodLifecycleEvent *event;
+    PlegState after;
+} MissedEvent;
+
 typedef struct {
     char *pod_uid;
     char *id;
-    PlegState last;
+    PlegState seen;   /* what the subscriber last received */
+    PlegState latest; /* the state after the newest queued event */
+    GArray *events;   /* MissedEvent, oldest first */
 } Missed;
 
 typedef struct {
@@ -401,56 +414,77 @@ missed_key(const char *pod_uid, const char *id)
 }
 
 static void
+missed_event_clear(MissedEvent *me)
+{
+    pleg_pod_lifecycle_event_unref(me->event);
+}
+
+static void
 missed_free(Missed *m)
 {
     g_free(m->pod_uid);
     g_free(m->id);
+    g_array_unref(m->events);
     g_free(m);
 }
 
-static PlegState
-published_state(PlegGeneric *pleg, const char *pod_uid, const char *id)
+static void
+missed_append(Missed *m, PlegPodLifecycleEvent *event, PlegState after)
 {
-    PodRecord *rec = g_hash_table_lookup(pleg->records, pod_uid);
+    MissedEvent me = {pleg_pod_lifecycle_event_ref(event), after};
 
-    return pod_snapshot_state(rec ? rec->old : NULL, id);
+    g_array_append_val(m->events, me);
+    m->latest = after;
 }
 
-/* Delivers what each subscriber missed of @pod_uid (all pods when NULL), from what it last saw
- * to what is published now.  Called with state_lock held. */
+/* Called with state_lock held. */
 static void
-redeliver_missed(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource source)
+missed_collapse(PlegGeneric *pleg, Missed *m, PlegRelistSource source, PlegPodStatus *status)
+{
+    g_autoptr(GArray) transitions = g_array_new(FALSE, FALSE, sizeof(Transition));
+
+    g_debug("subscriber missed more than %d events of %s, collapsing them", MISSED_MAX, m->id);
+    g_array_set_size(m->events, 0);
+    add_transitions(transitions, m->id, m->seen, m->latest);
+    for (guint i = 0; i < transitions->len; i++) {
+        const Transition *t = &g_array_index(transitions, Transition, i);
+        g_autoptr(PlegPodLifecycleEvent) event = NULL;
+
+        if (t->type == PLEG_CONTAINER_CHANGED)
+            continue;
+        event = build_event(pleg, m->pod_uid, t->type, m->id, source, status);
+        missed_append(m, event, t->after);
+    }
+}
+
+/* Delivers, in order, what each subscriber missed of @pod_uid (all pods when NULL), as far as
+ * its channel has room.  Called with state_lock held. */
+static void
+redeliver_missed(PlegGeneric *pleg, const char *pod_uid)
 {
     for (guint s = 0; s < pleg->subscribers->len; s++) {
         Subscriber *sub = g_ptr_array_index(pleg->subscribers, s);
+        gboolean blocked = FALSE;
         GHashTableIter iter;
         Missed *m;
 
         g_hash_table_iter_init(&iter, sub->missed);
-        while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&m)) {
-            g_autoptr(GArray) transitions = g_array_new(FALSE, FALSE, sizeof(Transition));
-            g_autoptr(PlegPodStatus) status = NULL;
-            gboolean blocked = FALSE;
+        while (!blocked && g_hash_table_iter_next(&iter, NULL, (gpointer *)&m)) {
+            guint sent = 0;
 
             if (pod_uid && !g_str_equal(pod_uid, m->pod_uid))
                 continue;
-            add_transitions(transitions, m->id, m->last,
-                            published_state(pleg, m->pod_uid, m->id));
-            pleg_pod_cache_get(pleg->cache, m->pod_uid, &status, NULL, NULL);
-            for (guint i = 0; i < transitions->len && !blocked; i++) {
-                const Transition *t = &g_array_index(transitions, Transition, i);
-                g_autoptr(PlegPodLifecycleEvent) event = NULL;
-
-                if (t->type != PLEG_CONTAINER_CHANGED) {
-                    event = build_event(pleg, m->pod_uid, t->type, m->id, source, status);
-                    blocked = !push(pleg, sub, event, FALSE);
+            for (; sent < m->events->len; sent++) {
+                MissedEvent *me = &g_array_index(m->events, MissedEvent, sent);
+                if (!push(pleg, sub, me->event, FALSE)) {
+                    blocked = TRUE; /* the channel is full: try again next relist */
+                    break;
                 }
-                if (!blocked)
-                    m->last = t->after;
+                m->seen = me->after;
             }
-            if (blocked)
-                break; /* this subscriber's channel is full: try again next relist */
-            g_hash_table_iter_remove(&iter);
+            g_array_remove_range(m->events, 0, sent);
+            if (m->events->len == 0)
+                g_hash_table_iter_remove(&iter);
         }
     }
 }
@@ -475,25 +509,30 @@ deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistS
 
         for (guint s = 0; s < pleg->subscribers->len; s++) {
             Subscriber *sub = g_ptr_array_index(pleg->subscribers, s);
+            Missed *m = key ? g_hash_table_lookup(sub->missed, key) : NULL;
 
-            /* An earlier drop is pending for this container: this event is not delivered now
-             * either (and counts as a discard), redeliver_missed() sends the combined
-             * transition in order. */
-            if (key && g_hash_table_contains(sub->missed, key)) {
+            /* Earlier events of this container are still owed: this one queues behind them
+             * (and counts as a discard, as it is not delivered now). */
+            if (m) {
                 pleg_metric_inc(pleg->m.discard_events, NULL);
+                missed_append(m, event, t->after);
+                if (m->events->len > MISSED_MAX)
+                    missed_collapse(pleg, m, source, status);
                 continue;
             }
             if (!push(pleg, sub, event, TRUE) && key) {
-                Missed *m = g_new0(Missed, 1);
+                m = g_new0(Missed, 1);
                 m->pod_uid = g_strdup(pod_uid);
                 m->id = g_strdup(t->id);
-                m->last = t->before;
-                g_hash_table_insert(sub->missed, g_steal_pointer(&key), m);
-                key = missed_key(pod_uid, t->id);
+                m->seen = t->before;
+                m->events = g_array_new(FALSE, FALSE, sizeof(MissedEvent));
+                g_array_set_clear_func(m->events, (GDestroyNotify)missed_event_clear);
+                missed_append(m, event, t->after);
+                g_hash_table_insert(sub->missed, g_strdup(key), m);
             }
         }
     }
-    redeliver_missed(pleg, pod_uid, source);
+    redeliver_missed(pleg, pod_uid);
 }
 
 /* --- inspection --------------------------------------------------------------------------- */
@@ -838,7 +877,7 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     reconcile_pods(pleg, uids, timestamp_ns);
 
     g_mutex_lock(&pleg->state_lock);
-    redeliver_missed(pleg, NULL, PLEG_RELIST_SOURCE_GLOBAL);
+    redeliver_missed(pleg, NULL);
     g_mutex_unlock(&pleg->state_lock);
 
     pleg_pod_cache_set_global_timestamp(pleg->cache, timestamp_ns);
@@ -923,7 +962,7 @@ pleg_generic_relist_pod(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource
             pleg_pod_cache_touch(pleg->cache, pod_uid, timestamp_ns);
 
         g_mutex_lock(&pleg->state_lock);
-        redeliver_missed(pleg, pod_uid, source);
+        redeliver_missed(pleg, pod_uid);
         g_mutex_unlock(&pleg->state_lock);
     }
     pleg_metric_observe(pleg->m.pod_relist_duration, NULL,

@@ -336,6 +336,88 @@ START_TEST(test_channel_full)
 }
 END_TEST
 
+/* A subscriber stalled through several changes of one container gets every transition it
+ * missed, in order: here C is seen running, then exited (or removed), while the channel is full.
+ * Replaying only "from what it last saw to now" would lose ContainerStarted C (or all of C). */
+static void
+check_stalled_subscriber_gets_every_transition(gboolean remove)
+{
+    g_autoptr(Fixture) fx = fixture_new_full(NULL, 1, TRUE);
+    g_autoptr(GPtrArray) all =
+        g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_lifecycle_event_unref);
+    g_autofree char *text = NULL;
+
+    fake_runtime_add_sandbox(fx->fake, "s1", "pod1", PLEG_POD_SANDBOX_STATE_READY);
+    relist(fx); /* ContainerStarted s1 fills the channel */
+    fake_runtime_add_container(fx->fake, "c1", "s1", PLEG_CONTAINER_STATE_RUNNING);
+    relist(fx); /* ContainerStarted c1: not delivered */
+    if (remove)
+        fake_runtime_remove_container(fx->fake, "c1");
+    else
+        fake_runtime_exit_container(fx->fake, "c1", 3, "Error", T0_NS);
+    relist(fx); /* ContainerDied c1 (and ContainerRemoved c1): not delivered */
+    ck_assert_int_eq(metric_value(fx, "kubelet_pleg_discard_events", NULL), remove ? 3 : 2);
+
+    for (guint i = 0; i < 6; i++) {
+        g_autoptr(GPtrArray) events = drain(fx);
+        g_ptr_array_extend_and_steal(all, g_steal_pointer(&events));
+        relist(fx);
+    }
+    text = events_str(all, "pod1");
+    ck_assert_str_eq(text, remove ? "ContainerStarted s1,ContainerStarted c1,ContainerDied c1,"
+                                    "ContainerRemoved c1"
+                                  : "ContainerStarted s1,ContainerStarted c1,ContainerDied c1");
+    if (!remove) {
+        const PlegPodLifecycleEvent *died = g_ptr_array_index(all, 2);
+        /* Replayed as generated: with the exit the cache knew then. */
+        ck_assert(died->has_exit);
+        ck_assert_int_eq(died->exit_code, 3);
+    }
+}
+
+START_TEST(test_channel_full_exit_while_stalled)
+{
+    check_stalled_subscriber_gets_every_transition(FALSE);
+}
+END_TEST
+
+START_TEST(test_channel_full_removed_while_stalled)
+{
+    check_stalled_subscriber_gets_every_transition(TRUE);
+}
+END_TEST
+
+/* A container flapping between unknown and running while the subscriber is stalled: what is owed
+ * stays bounded (collapsed), and the subscriber still ends on the container's newest state. */
+START_TEST(test_channel_full_flapping_is_bounded)
+{
+    g_autoptr(Fixture) fx = fixture_new_full(NULL, 1, TRUE);
+    g_autoptr(GPtrArray) all =
+        g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_lifecycle_event_unref);
+    const PlegPodLifecycleEvent *last;
+
+    fake_runtime_add_sandbox(fx->fake, "s1", "pod1", PLEG_POD_SANDBOX_STATE_READY);
+    relist(fx); /* fills the channel */
+    fake_runtime_add_container(fx->fake, "c1", "s1", PLEG_CONTAINER_STATE_RUNNING);
+    for (guint i = 0; i < 100; i++) {
+        fake_runtime_set_container_state(fx->fake, "c1", PLEG_CONTAINER_STATE_UNKNOWN);
+        relist(fx);
+        fake_runtime_set_container_state(fx->fake, "c1", PLEG_CONTAINER_STATE_RUNNING);
+        relist(fx);
+    }
+    for (guint i = 0; i < 40; i++) {
+        g_autoptr(GPtrArray) events = drain(fx);
+        g_ptr_array_extend_and_steal(all, g_steal_pointer(&events));
+        relist(fx);
+    }
+    ck_assert_uint_le(count_events(all, "pod1", PLEG_CONTAINER_STARTED, "c1"), 17);
+    ck_assert_uint_ge(count_events(all, "pod1", PLEG_CONTAINER_STARTED, "c1"), 1);
+    last = g_ptr_array_index(all, all->len - 1);
+    ck_assert_str_eq(last->container_id, "c1");
+    ck_assert_int_eq(last->type, PLEG_CONTAINER_STARTED);
+}
+END_TEST
+
 /* A dropped ContainerDied whose container is then removed: the next relists deliver Died, then
  * Removed, one per relist with a channel of one. */
 START_TEST(test_channel_full_then_removed)
@@ -634,6 +716,9 @@ relist_suite(void)
     tc = tcase_create("channel");
     tcase_add_test(tc, test_channel_full);
     tcase_add_test(tc, test_channel_full_then_removed);
+    tcase_add_test(tc, test_channel_full_exit_while_stalled);
+    tcase_add_test(tc, test_channel_full_removed_while_stalled);
+    tcase_add_test(tc, test_channel_full_flapping_is_bounded);
     tcase_add_test(tc, test_channel_full_two_subscribers);
     suite_add_tcase(suite, tc);
 
