@@ -18,6 +18,8 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
+#include <sys/un.h>
+
 #include "cri-private.h"
 
 /* clang-format off */
@@ -58,6 +60,22 @@ cri_endpoint_parse(const char *endpoint, char **ret_target, GError **error)
                     "invalid CRI endpoint \"%s\": expected a unix socket, "
                     "unix:///path/to/socket or an absolute path",
                     endpoint ? endpoint : "");
+        return FALSE;
+    }
+
+    /* The kernel's limit for a socket path; gRPC would only log it and fail every call. */
+    if (strlen(path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "invalid CRI endpoint \"%s\": a unix socket path has at most %zu bytes",
+                    endpoint, sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1);
+        return FALSE;
+    }
+    /* gRPC reads the target as a URI: these would silently name another socket. */
+    if (strpbrk(path, "?#%")) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "invalid CRI endpoint \"%s\": '?', '#' and '%%' are not supported in a socket "
+                    "path",
+                    endpoint);
         return FALSE;
     }
 

@@ -97,6 +97,11 @@ START_TEST(test_endpoint_invalid)
         "/",
         "unix:///",
         "http://localhost/run/x.sock",
+        "unix:///tmp/a?b.sock",
+        "/tmp/a#b.sock",
+        "unix:/tmp/100%.sock",
+        "/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        "aaaaaaaaaaaaaaaaaaaa.sock",
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(invalid); i++) {
