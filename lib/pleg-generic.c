@@ -114,6 +114,7 @@ struct _PlegGeneric {
     GHashTable *records; /* pod uid -> PodRecord */
     GPtrArray *subscribers;
     gint64 last_relist_ns;
+    gint64 last_relist_mono_usec; /* the same instant on the monotonic clock */
 
     GMutex queue_lock;
     GCond queue_cond;
@@ -139,6 +140,16 @@ now_ns(PlegGeneric *pleg)
     if (pleg->config.clock)
         return pleg->config.clock(pleg->config.clock_data);
     return g_get_real_time() * 1000;
+}
+
+/* Time since an instant taken as (@wall_ns, @mono_usec).  kubelet measures it on Go's monotonic
+ * reading; so does libpleg, unless a test injected a clock, which then drives it. */
+static gint64
+elapsed_usec_since(PlegGeneric *pleg, gint64 wall_ns, gint64 mono_usec)
+{
+    if (pleg->config.clock)
+        return (now_ns(pleg) - wall_ns) / 1000;
+    return g_get_monotonic_time() - mono_usec;
 }
 
 static PlegState
@@ -824,7 +835,7 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     g_autoptr(GPtrArray) containers = NULL;
     g_autoptr(GHashTable) pods = NULL;
     g_autoptr(GPtrArray) uids = NULL;
-    gint64 start_usec, timestamp_ns, last_ns;
+    gint64 start_usec, timestamp_ns, last_ns, last_mono_usec;
     gboolean ok = FALSE;
     GHashTableIter iter;
     PodRecord *rec;
@@ -838,9 +849,12 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
 
     g_mutex_lock(&pleg->state_lock);
     last_ns = pleg->last_relist_ns;
+    last_mono_usec = pleg->last_relist_mono_usec;
     g_mutex_unlock(&pleg->state_lock);
     if (last_ns > 0)
-        pleg_metric_observe(pleg->m.relist_interval, NULL, (double)(timestamp_ns - last_ns) / 1e9);
+        pleg_metric_observe(pleg->m.relist_interval, NULL,
+                            (double)elapsed_usec_since(pleg, last_ns, last_mono_usec) /
+                                G_USEC_PER_SEC);
 
     if (!pleg_runtime_list_pod_sandboxes(pleg->runtime, &sandboxes, pleg->cancellable, error) ||
         !pleg_runtime_list_containers(pleg->runtime, NULL, &containers, pleg->cancellable, error))
@@ -851,6 +865,7 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
 
     g_mutex_lock(&pleg->state_lock);
     pleg->last_relist_ns = timestamp_ns;
+    pleg->last_relist_mono_usec = start_usec;
     g_hash_table_iter_init(&iter, pleg->records);
     while (g_hash_table_iter_next(&iter, (gpointer *)&uid, (gpointer *)&rec)) {
         pod_snapshot_unref(rec->current);
@@ -1438,12 +1453,13 @@ pleg_generic_unsubscribe(PlegGeneric *pleg, PlegEventChannel *channel)
 gboolean
 pleg_generic_healthy(PlegGeneric *pleg, char **ret_message)
 {
-    gint64 last_ns, elapsed_usec;
+    gint64 last_ns, last_mono_usec, elapsed_usec;
 
     g_return_val_if_fail(pleg != NULL, FALSE);
 
     g_mutex_lock(&pleg->state_lock);
     last_ns = pleg->last_relist_ns;
+    last_mono_usec = pleg->last_relist_mono_usec;
     g_mutex_unlock(&pleg->state_lock);
 
     if (last_ns == 0) {
@@ -1453,7 +1469,7 @@ pleg_generic_healthy(PlegGeneric *pleg, char **ret_message)
     }
     pleg_metric_set(pleg->m.last_seen, NULL, (double)(last_ns / G_GINT64_CONSTANT(1000000000)));
 
-    elapsed_usec = (now_ns(pleg) - last_ns) / 1000;
+    elapsed_usec = elapsed_usec_since(pleg, last_ns, last_mono_usec);
     if (elapsed_usec > pleg->config.relist_threshold_usec) {
         if (ret_message) {
             g_autofree char *elapsed = pleg_duration_format(elapsed_usec);

@@ -175,7 +175,10 @@ typedef gint64 (*PlegClockFunc)(gpointer user_data);
  *   (kubelet: 1 s).
  * @relist_threshold_usec: PLEG health threshold (kubelet: 3 min).
  * @relist_queue_capacity: capacity of the RequestRelist queue (200).
- * @clock: (nullable): wall clock used for timestamps and health; %NULL is the real clock.
+ * @clock: (nullable): wall clock for timestamps (events, cache, last relist time); %NULL is
+ *   the real clock.  When set it also measures health and relist intervals (tests drive health
+ *   with it); otherwise those are measured on the monotonic clock, as kubelet does, so a step
+ *   of the wall clock neither hides a stalled PLEG nor fails a healthy one.
  * @clock_data: passed to @clock.
  *
  * Initialise with pleg_generic_config_init() and change what you need.
