@@ -124,7 +124,7 @@ struct _PlegGeneric {
     gint64 last_global_start_usec; /* monotonic start of the last successful global relist */
     GThread *thread;
 
-    GPtrArray *notices; /* GSource: relist notices not dispatched yet; under queue_lock */
+    GPtrArray *notices; /* RelistNotice not dispatched yet; under queue_lock */
     GMainContext *callback_context;
     PlegRelistFunc callback;
     gpointer callback_data;
@@ -1150,6 +1150,7 @@ dispatcher_thread(gpointer data)
 
 typedef struct {
     PlegGeneric *pleg;
+    GSource *source; /* owns the notice */
     GError *error;
     gint64 timestamp_ns;
 } RelistNotice;
@@ -1159,12 +1160,17 @@ relist_notice_dispatch(gpointer data)
 {
     RelistNotice *notice = data;
     PlegGeneric *pleg = notice->pleg;
+    g_autoptr(GError) error = NULL;
+    gint64 timestamp_ns;
 
+    /* notify_relist() may have updated the newest notice until now. */
     g_mutex_lock(&pleg->queue_lock);
-    g_ptr_array_remove_fast(pleg->notices, g_main_current_source());
+    g_ptr_array_remove(pleg->notices, notice);
+    error = g_steal_pointer(&notice->error);
+    timestamp_ns = notice->timestamp_ns;
     g_mutex_unlock(&pleg->queue_lock);
     if (pleg->callback)
-        pleg->callback(notice->error, notice->timestamp_ns, pleg->callback_data);
+        pleg->callback(error, timestamp_ns, pleg->callback_data);
     return G_SOURCE_REMOVE;
 }
 
@@ -1177,6 +1183,8 @@ relist_notice_free(gpointer data)
     g_free(notice);
 }
 
+#define MAX_PENDING_NOTICES 64
+
 static void
 notify_relist(PlegGeneric *pleg, const GError *error, gint64 timestamp_ns)
 {
@@ -1185,6 +1193,20 @@ notify_relist(PlegGeneric *pleg, const GError *error, gint64 timestamp_ns)
 
     if (!pleg->callback)
         return;
+
+    /* A host whose context is not iterated must not make notices pile up: past a bound, the
+     * newest queued notice takes the newest outcome instead (older outcomes are superseded). */
+    g_mutex_lock(&pleg->queue_lock);
+    if (pleg->notices->len >= MAX_PENDING_NOTICES) {
+        notice = g_ptr_array_index(pleg->notices, pleg->notices->len - 1);
+        g_clear_error(&notice->error);
+        notice->error = error ? g_error_copy(error) : NULL;
+        notice->timestamp_ns = timestamp_ns;
+        g_mutex_unlock(&pleg->queue_lock);
+        return;
+    }
+    g_mutex_unlock(&pleg->queue_lock);
+
     notice = g_new0(RelistNotice, 1);
     notice->pleg = pleg;
     notice->error = error ? g_error_copy(error) : NULL;
@@ -1195,10 +1217,12 @@ notify_relist(PlegGeneric *pleg, const GError *error, gint64 timestamp_ns)
     g_source_set_name(source, "pleg relist notice");
     g_source_set_priority(source, G_PRIORITY_DEFAULT);
     g_source_set_callback(source, relist_notice_dispatch, notice, relist_notice_free);
+    notice->source = source;
     g_mutex_lock(&pleg->queue_lock);
-    g_ptr_array_add(pleg->notices, source);
+    g_ptr_array_add(pleg->notices, notice);
     g_source_attach(source, pleg->callback_context);
     g_mutex_unlock(&pleg->queue_lock);
+    g_source_unref(source);
 }
 
 void
@@ -1211,9 +1235,8 @@ pleg_generic_set_relist_callback(PlegGeneric *pleg, GMainContext *context, PlegR
     /* Notices still queued would call into a PLEG that may be about to be freed. */
     g_mutex_lock(&pleg->queue_lock);
     while (pleg->notices->len > 0) {
-        GSource *source = g_ptr_array_steal_index_fast(pleg->notices, 0);
-        g_source_destroy(source);
-        g_source_unref(source);
+        RelistNotice *notice = g_ptr_array_steal_index_fast(pleg->notices, 0);
+        g_source_destroy(notice->source); /* frees the notice */
     }
     g_mutex_unlock(&pleg->queue_lock);
 
@@ -1382,7 +1405,7 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
     g_cond_init(&pleg->queue_cond);
     g_queue_init(&pleg->queue);
     pleg->suspensions = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    pleg->notices = g_ptr_array_new_with_free_func((GDestroyNotify)g_source_unref);
+    pleg->notices = g_ptr_array_new(); /* RelistNotice, owned by their sources */
     return pleg;
 }
 

@@ -390,6 +390,39 @@ START_TEST(test_relist_callback)
 }
 END_TEST
 
+static gboolean
+relists_at_least(gpointer data)
+{
+    Fixture *fx = data;
+
+    return metric_count(fx, "kubelet_pleg_relist_duration_seconds", NULL) >= 200;
+}
+
+/* A host that does not iterate its callback context: notices stay bounded, and the newest
+ * outcome is the one it sees last. */
+START_TEST(test_relist_callback_not_iterated)
+{
+    g_autoptr(GMainContext) context = g_main_context_new();
+    CallbackLog log = {0};
+    PlegGenericConfig config;
+    g_autoptr(Fixture) fx = NULL;
+
+    pleg_generic_config_init(&config);
+    config.relist_period_usec = 100;
+    fx = fixture_new_full(&config, 0, FALSE);
+    pleg_generic_set_relist_callback(fx->pleg, context, on_relist, &log, NULL);
+    pleg_generic_start(fx->pleg);
+    ck_assert(wait_until(relists_at_least, fx, WAIT_USEC));
+    pleg_generic_stop(fx->pleg);
+
+    while (g_main_context_iteration(context, FALSE))
+        ;
+    ck_assert_uint_ge(log.calls, 1);
+    ck_assert_uint_le(log.calls, 64);
+    ck_assert_int_eq(log.last_time_ns, pleg_generic_get_last_relist_time(fx->pleg));
+}
+END_TEST
+
 typedef struct {
     GPtrArray *events;
 } AttachLog;
@@ -446,6 +479,7 @@ dispatcher_suite(void)
     tcase_add_test(tc, test_stop_drops_queue);
     tcase_add_test(tc, test_stop_cancels);
     tcase_add_test(tc, test_relist_callback);
+    tcase_add_test(tc, test_relist_callback_not_iterated);
     tcase_add_test(tc, test_channel_attach);
     suite_add_tcase(suite, tc);
     return suite;
