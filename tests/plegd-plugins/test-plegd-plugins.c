@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * plegd with the in-tree plugins, as an operator runs it (issues 3 and 4, "Done when"):
+ * EventedPLEG against cri-sim reports ContainerDied from the watcher's targeted relist, and the
+ * watchdog sends heartbeats to NOTIFY_SOCKET, or, with KubeletWatchdogDiagnostics on and a
+ * broken socket, logs KEP-6247's records.
+ */
+#include <glib/gstdio.h>
+
+#include "cri-sim.h"
+#include "plegd-runner.h"
+
+#define WAIT_MS 15000
+
+typedef struct {
+    char *dir;
+    char *socket;
+    char *endpoint_arg;
+    CriSim *sim;
+} Env;
+
+static Env *
+env_new(void)
+{
+    g_autoptr(GError) error = NULL;
+    Env *env = g_new0(Env, 1);
+
+    env->dir = make_tmpdir();
+    env->socket = g_build_filename(env->dir, "cri.sock", NULL);
+    env->endpoint_arg = g_strdup_printf("--container-runtime-endpoint=unix://%s", env->socket);
+    env->sim = cri_sim_new(env->socket, &error);
+    ck_assert_msg(env->sim != NULL, "cri-sim: %s", error ? error->message : "?");
+    ck_assert(cri_sim_add_pod(env->sim, "uid-web", "web", &error));
+    ck_assert(cri_sim_add_container(env->sim, "uid-web", "ctr-web", "app", &error));
+    ck_assert(cri_sim_start_container(env->sim, "ctr-web", &error));
+    return env;
+}
+
+static void
+env_free(Env *env)
+{
+    cri_sim_free(env->sim);
+    remove_tmpdir(env->dir);
+    g_free(env->dir);
+    g_free(env->socket);
+    g_free(env->endpoint_arg);
+    g_free(env);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(Env, env_free)
+
+/* With a one-hour relist period only the first global relist runs: the exit can only arrive
+ * through the Evented PLEG watcher's RequestRelist. */
+START_TEST(test_evented_reports_exit)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *plugin_dir =
+        g_strdup_printf("--plugin-dir=%s", g_getenv("PLEG_EVENTED_PLUGIN_DIR"));
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
+        NULL, env->endpoint_arg, "--relist-period=1h", "--metrics-bind-address=",
+        "--feature-gates=EventedPLEG=true", plugin_dir, "--require-plugins=evented");
+
+    ck_assert(plegd_runner_wait_stdout(plegd, "\"type\":\"ContainerStarted\",\"container_id\":\"ctr-web\""));
+    ck_assert_msg(cri_sim_wait_subscribers(env->sim, 1, WAIT_MS), "the watcher never subscribed");
+    ck_assert(cri_sim_exit_container(env->sim, "ctr-web", 3, NULL, &error));
+    ck_assert(plegd_runner_wait_stdout(
+        plegd, "\"type\":\"ContainerDied\",\"container_id\":\"ctr-web\",\"relist_source\":\"evented_pleg\""));
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
+static guint
+count_lines(const char *text, const char *line)
+{
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    guint n = 0;
+
+    for (guint i = 0; lines[i]; i++)
+        n += g_str_equal(lines[i], line);
+    return n;
+}
+
+START_TEST(test_watchdog_heartbeats)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *notify_path = g_build_filename(env->dir, "notify.sock", NULL);
+    g_autoptr(GSocket) notify = bind_notify_socket(notify_path);
+    g_autofree char *notify_env = g_strdup_printf("NOTIFY_SOCKET=%s", notify_path);
+    const char *const env_vars[] = {notify_env, "WATCHDOG_USEC=2000000", NULL};
+    g_autofree char *plugin_dir =
+        g_strdup_printf("--plugin-dir=%s", g_getenv("PLEG_WATCHDOG_PLUGIN_DIR"));
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
+        env_vars, env->endpoint_arg, "--metrics-bind-address=", plugin_dir,
+        "--require-plugins=watchdog");
+    g_autoptr(GString) received = g_string_new(NULL);
+    gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+
+    /* A 2 s watchdog timeout means a heartbeat every second. */
+    while (count_lines(received->str, "WATCHDOG=1") < 3 && g_get_monotonic_time() < deadline) {
+        g_autofree char *more = receive_datagrams(notify, 300 * 1000);
+        g_string_append(received, more);
+    }
+    ck_assert_msg(count_lines(received->str, "WATCHDOG=1") >= 3, "received:\n%s", received->str);
+    ck_assert_msg(count_lines(received->str, "READY=1") == 1, "received:\n%s", received->str);
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
+/* The gate on and a NOTIFY_SOCKET nobody listens on: the notify errors of both attempts and one
+ * retries-exhausted summary, with KEP-6247's stable fields. */
+START_TEST(test_watchdog_diagnostics_records)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *notify_env = g_strdup_printf("NOTIFY_SOCKET=%s/nobody.sock", env->dir);
+    const char *const env_vars[] = {notify_env, "WATCHDOG_USEC=2000000", NULL};
+    g_autofree char *plugin_dir =
+        g_strdup_printf("--plugin-dir=%s", g_getenv("PLEG_WATCHDOG_PLUGIN_DIR"));
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
+        env_vars, env->endpoint_arg, "--metrics-bind-address=", plugin_dir,
+        "--require-plugins=watchdog", "--feature-gates=KubeletWatchdogDiagnostics=true");
+
+    assert_stderr_shows(plegd, "operation=watchdog_notify attempt=1 watchdog_interval=1s result=error");
+    assert_stderr_shows(plegd, "operation=watchdog_notify attempt=2 watchdog_interval=1s result=error");
+    assert_stderr_shows(plegd, "result=retries_exhausted");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
+int
+main(void)
+{
+    Suite *s = suite_create("plegd-plugins");
+    TCase *tc = tcase_create("plugins");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_evented_reports_exit);
+    tcase_add_test(tc, test_watchdog_heartbeats);
+    tcase_add_test(tc, test_watchdog_diagnostics_records);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
