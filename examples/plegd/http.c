@@ -7,11 +7,51 @@
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define TEXT_CONTENT_TYPE    "text/plain; charset=utf-8"
 
+/* After answering a request whose body libsoup never read, plegd reads and drops what the client
+ * still sends for a while before it closes: closing with unread data would reset the connection,
+ * and the client could lose the answer. */
+#define LINGER_USEC      (1 * G_USEC_PER_SEC)
+#define LINGER_MAX_BYTES (1024 * 1024)
+
+/* accept() failing (at the fd limit the listening socket stays readable) pauses accepting. */
+#define ACCEPT_BACKOFF_MIN_MS 100
+#define ACCEPT_BACKOFF_MAX_MS 1000
+
+typedef struct _Connection Connection;
+
 struct _PlegdHttp {
     SoupServer *server;
-    GSocketService *service;
+    GSocketListener *listener;
+    GCancellable *cancellable;
+    GMainContext *context; /* NULL until listening */
     PlegHost *host;
     PlegMetricsRegistry *metrics;
+    gint64 idle_timeout_usec;
+
+    /* The remote address handed to libsoup with each connection (it gives the same object back
+     * with every message on it) -> Connection. */
+    GHashTable *connections;
+
+    gboolean accepting;
+    GSource *accept_backoff;
+    guint backoff_ms;
+    guint64 n_accept_errors; /* since the last log line */
+    gint64 last_accept_log_usec;
+};
+
+struct _Connection {
+    PlegdHttp *http;
+    GSocketConnection *connection; /* weak: libsoup holds it while it serves it */
+    GSocketAddress *remote;
+    GSource *timer; /* the idle deadline; when closing, the end of lingering */
+    gint64 last_active_usec;
+    gboolean busy;      /* from a request's headers to its answer */
+    gboolean closing;   /* shut down, or lingering */
+    goffset body_bytes; /* of the current request, when its length is not announced */
+
+    GIOStream *stolen; /* taken from libsoup to answer a refused request ourselves */
+    GSource *linger;
+    gsize lingered_bytes;
 };
 
 static gboolean
@@ -68,6 +108,398 @@ format_host_port(GInetAddress *address, guint port)
     return g_strdup_printf("%s:%u", host, port);
 }
 
+/* ---- connections ---- */
+
+static void
+destroy_source(GSource **source)
+{
+    if (*source) {
+        g_source_destroy(*source);
+        g_clear_pointer(source, g_source_unref);
+    }
+}
+
+static gboolean
+timer_dispatch(GSource *source, GSourceFunc callback, gpointer user_data)
+{
+    g_source_set_ready_time(source, -1);
+    return callback(user_data);
+}
+
+static GSourceFuncs timer_funcs = {
+    .dispatch = timer_dispatch,
+};
+
+static void on_connection_finalized(gpointer data, GObject *where_the_object_was);
+
+static void
+connection_free(gpointer data)
+{
+    Connection *conn = data;
+
+    if (conn->connection)
+        g_object_weak_unref(G_OBJECT(conn->connection), on_connection_finalized, conn);
+    destroy_source(&conn->timer);
+    destroy_source(&conn->linger);
+    if (conn->stolen) {
+        g_io_stream_close(conn->stolen, NULL, NULL);
+        g_object_unref(conn->stolen);
+    }
+    g_object_unref(conn->remote);
+    g_free(conn);
+}
+
+static void
+forget(Connection *conn)
+{
+    g_hash_table_remove(conn->http->connections, conn->remote);
+}
+
+/* libsoup let go of the connection: it closed it. */
+static void
+on_connection_finalized(gpointer data, GObject *where_the_object_was)
+{
+    Connection *conn = data;
+
+    conn->connection = NULL;
+    forget(conn);
+}
+
+static void
+touch(Connection *conn)
+{
+    conn->last_active_usec = g_get_monotonic_time();
+    g_source_set_ready_time(conn->timer, conn->last_active_usec + conn->http->idle_timeout_usec);
+}
+
+static Connection *
+lookup_connection(PlegdHttp *http, SoupServerMessage *msg)
+{
+    GSocketAddress *remote = soup_server_message_get_remote_address(msg);
+
+    return remote ? g_hash_table_lookup(http->connections, remote) : NULL;
+}
+
+/* libsoup sees the end of the stream, answers nothing more and closes it. */
+static void
+shut_down(Connection *conn, const char *why)
+{
+    g_autoptr(GError) error = NULL;
+
+    g_debug("closing an HTTP connection: %s", why);
+    conn->closing = TRUE;
+    conn->busy = FALSE;
+    if (!g_socket_shutdown(g_socket_connection_get_socket(conn->connection), TRUE, TRUE, &error))
+        g_debug("cannot shut down an HTTP connection: %s, ignoring", error->message);
+    touch(conn);
+}
+
+static gboolean
+on_timer(gpointer data)
+{
+    Connection *conn = data;
+
+    if (conn->stolen) {
+        forget(conn); /* lingered long enough */
+    } else if (!conn->closing) {
+        g_autofree char *idle = pleg_duration_format(conn->http->idle_timeout_usec);
+        g_autofree char *why = g_strdup_printf("no request for %s", idle);
+
+        shut_down(conn, why);
+    } else {
+        /* Shut down a timeout ago, and libsoup still holds it. */
+        g_debug("closing an HTTP connection that libsoup did not close");
+        g_io_stream_close(G_IO_STREAM(conn->connection), NULL, NULL);
+        forget(conn);
+    }
+    return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_linger_readable(GSocket *socket, GIOCondition condition, gpointer data)
+{
+    Connection *conn = data;
+
+    for (int i = 0; i < 16; i++) {
+        g_autoptr(GError) error = NULL;
+        char buffer[4096];
+        gssize n = g_socket_receive_with_blocking(socket, buffer, sizeof buffer, FALSE, NULL,
+                                                  &error);
+
+        if (n < 0 && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+            return G_SOURCE_CONTINUE;
+        if (n <= 0)
+            break; /* the client is done, or gone */
+        conn->lingered_bytes += (gsize)n;
+        if (conn->lingered_bytes > LINGER_MAX_BYTES)
+            break;
+        if (i == 15)
+            return G_SOURCE_CONTINUE; /* more next time */
+    }
+    forget(conn);
+    return G_SOURCE_REMOVE;
+}
+
+static const char *
+refusal_text(guint status)
+{
+    switch (status) {
+    case SOUP_STATUS_NOT_FOUND:
+        return "404 page not found\n";
+    case SOUP_STATUS_METHOD_NOT_ALLOWED:
+        return "405 method not allowed\n";
+    default:
+        return "413 request body too large\n";
+    }
+}
+
+static void
+refuse_without_connection(SoupServerMessage *msg, guint status)
+{
+    /* Not a connection of ours (it cannot happen): libsoup reads the body, and drops it. */
+    soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
+                                 "close");
+    soup_server_message_set_status(msg, status, NULL);
+    soup_server_message_set_response(msg, TEXT_CONTENT_TYPE, SOUP_MEMORY_STATIC,
+                                     refusal_text(status), strlen(refusal_text(status)));
+}
+
+/* Answers @status without reading the request body: the connection is taken from libsoup, the
+ * answer written to it and the connection closed after lingering. */
+static void
+refuse(PlegdHttp *http, Connection *conn, SoupServerMessage *msg, guint status)
+{
+    g_autoptr(GString) response = g_string_new(NULL);
+    g_autoptr(GError) error = NULL;
+    const char *text = refusal_text(status);
+    gboolean head = g_str_equal(soup_server_message_get_method(msg), SOUP_METHOD_HEAD);
+    GSocket *socket;
+    gssize n;
+
+    if (!conn || conn->closing) {
+        refuse_without_connection(msg, status);
+        return;
+    }
+
+    g_string_append_printf(response,
+                           "HTTP/1.%c %u %s\r\n"
+                           "Server: plegd/" PLEG_VERSION "\r\n"
+                           "Content-Type: " TEXT_CONTENT_TYPE "\r\n"
+                           "Content-Length: %zu\r\n"
+                           "Connection: close\r\n",
+                           soup_server_message_get_http_version(msg) == SOUP_HTTP_1_0 ? '0' : '1',
+                           status, soup_status_get_phrase(status), strlen(text));
+    if (status == SOUP_STATUS_METHOD_NOT_ALLOWED)
+        g_string_append(response, "Allow: GET, HEAD\r\n");
+    g_string_append(response, "\r\n");
+    if (!head)
+        g_string_append(response, text);
+
+    conn->stolen = soup_server_message_steal_connection(msg);
+    if (!conn->stolen) {
+        refuse_without_connection(msg, status);
+        return;
+    }
+    conn->closing = TRUE;
+    conn->busy = FALSE;
+    g_debug("refusing an HTTP request with %u without reading its body", status);
+
+    /* A few hundred bytes on a connection that has not answered anything yet: one try. */
+    socket = g_socket_connection_get_socket(conn->connection);
+    n = g_socket_send_with_blocking(socket, response->str, response->len, FALSE, NULL, &error);
+    if (n != (gssize)response->len) {
+        g_debug("cannot answer an HTTP request: %s, closing",
+                error ? error->message : "short write");
+        forget(conn);
+        return;
+    }
+    if (!g_socket_shutdown(socket, FALSE, TRUE, &error)) {
+        g_debug("cannot shut down an HTTP connection: %s, closing", error->message);
+        forget(conn);
+        return;
+    }
+    conn->linger = g_socket_create_source(socket, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+    g_source_set_callback(conn->linger, G_SOURCE_FUNC(on_linger_readable), conn, NULL);
+    g_source_attach(conn->linger, http->context);
+    g_source_set_ready_time(conn->timer, g_get_monotonic_time() + LINGER_USEC);
+}
+
+static gboolean
+is_closed(gpointer key, gpointer value, gpointer user_data)
+{
+    Connection *conn = value;
+
+    return !conn->stolen && g_io_stream_is_closed(G_IO_STREAM(conn->connection));
+}
+
+/* Counts the connections that hold an fd for a while yet, and finds which to give up first: a
+ * lingering one, else the one idle for longest. */
+static guint
+count_connections(PlegdHttp *http, Connection **ret_lingering, Connection **ret_oldest_idle)
+{
+    GHashTableIter iter;
+    Connection *conn;
+    Connection *lingering = NULL;
+    Connection *oldest = NULL;
+    guint n = 0;
+
+    g_hash_table_foreach_remove(http->connections, is_closed, NULL);
+    g_hash_table_iter_init(&iter, http->connections);
+    while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&conn)) {
+        if (conn->stolen)
+            lingering = conn;
+        else if (conn->closing)
+            continue; /* libsoup closes it any moment */
+        else if (!conn->busy && (!oldest || conn->last_active_usec < oldest->last_active_usec))
+            oldest = conn;
+        n++;
+    }
+    *ret_lingering = lingering;
+    *ret_oldest_idle = oldest;
+    return n;
+}
+
+static gboolean
+give_up_one(PlegdHttp *http, const char *why)
+{
+    Connection *lingering;
+    Connection *oldest;
+
+    count_connections(http, &lingering, &oldest);
+    if (lingering)
+        forget(lingering);
+    else if (oldest)
+        shut_down(oldest, why);
+    else
+        return FALSE;
+    return TRUE;
+}
+
+/* At the limit, the newest client wins. */
+static gboolean
+make_room(PlegdHttp *http)
+{
+    Connection *lingering;
+    Connection *oldest;
+
+    if (count_connections(http, &lingering, &oldest) < PLEGD_HTTP_MAX_CONNECTIONS)
+        return TRUE;
+    return give_up_one(http, "too many connections, this one is idle for longest");
+}
+
+static void
+serve(PlegdHttp *http, GSocketConnection *connection)
+{
+    g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(connection, NULL);
+    g_autoptr(GSocketAddress) remote = g_socket_connection_get_remote_address(connection, NULL);
+    g_autoptr(GError) error = NULL;
+    Connection *conn;
+
+    if (!make_room(http)) {
+        g_debug("refusing an HTTP connection: %u connections are busy",
+                g_hash_table_size(http->connections));
+        g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
+        return;
+    }
+    if (!local || !remote) {
+        g_debug("an HTTP client left before it was served, ignoring");
+        g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
+        return;
+    }
+
+    conn = g_new0(Connection, 1);
+    conn->http = http;
+    conn->connection = connection;
+    g_object_weak_ref(G_OBJECT(connection), on_connection_finalized, conn);
+    conn->remote = g_object_ref(remote);
+    conn->timer = g_source_new(&timer_funcs, sizeof(GSource));
+    g_source_set_callback(conn->timer, on_timer, conn, NULL);
+    g_source_attach(conn->timer, http->context);
+    touch(conn);
+    g_hash_table_insert(http->connections, conn->remote, conn);
+
+    if (!soup_server_accept_iostream(http->server, G_IO_STREAM(connection), local, remote,
+                                     &error)) {
+        g_debug("cannot serve an HTTP connection: %s, ignoring", error->message);
+        forget(conn);
+        g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
+    }
+}
+
+/* ---- accepting ---- */
+
+static void accept_next(PlegdHttp *http);
+
+static gboolean
+on_backoff_done(gpointer user_data)
+{
+    PlegdHttp *http = user_data;
+
+    g_clear_pointer(&http->accept_backoff, g_source_unref);
+    accept_next(http);
+    return G_SOURCE_REMOVE;
+}
+
+static void
+accept_failed(PlegdHttp *http, const GError *error)
+{
+    gint64 now = g_get_monotonic_time();
+
+    http->n_accept_errors++;
+    if (http->last_accept_log_usec == 0 ||
+        now - http->last_accept_log_usec >= PLEGD_FAILURE_LOG_INTERVAL_USEC) {
+        if (http->n_accept_errors == 1)
+            g_message("cannot accept an HTTP connection: %s; retrying", error->message);
+        else
+            g_message("cannot accept HTTP connections: %s (%" G_GUINT64_FORMAT
+                      " failures since the last report); retrying",
+                      error->message, http->n_accept_errors);
+        http->n_accept_errors = 0;
+        http->last_accept_log_usec = now;
+    } else {
+        g_debug("cannot accept an HTTP connection: %s; retrying in %u ms", error->message,
+                http->backoff_ms);
+    }
+
+    if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TOO_MANY_OPEN_FILES))
+        give_up_one(http, "out of file descriptors, this one is idle for longest");
+    /* Spinning on a listening socket that stays readable would not free an fd sooner. */
+    http->accept_backoff = g_timeout_source_new(http->backoff_ms);
+    g_source_set_callback(http->accept_backoff, on_backoff_done, http, NULL);
+    g_source_attach(http->accept_backoff, http->context);
+    http->backoff_ms = MIN(http->backoff_ms * 2, ACCEPT_BACKOFF_MAX_MS);
+}
+
+static void
+on_accepted(GObject *source, GAsyncResult *result, gpointer user_data)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GSocketConnection) connection =
+        g_socket_listener_accept_finish(G_SOCKET_LISTENER(source), result, NULL, &error);
+    PlegdHttp *http;
+
+    /* plegd_http_free() cancels: @user_data is gone. */
+    if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        return;
+    http = user_data;
+    if (!connection) {
+        accept_failed(http, error);
+        return;
+    }
+    http->backoff_ms = ACCEPT_BACKOFF_MIN_MS;
+    serve(http, connection);
+    accept_next(http);
+}
+
+static void
+accept_next(PlegdHttp *http)
+{
+    g_socket_listener_accept_async(http->listener, http->cancellable, on_accepted, http);
+}
+
+/* ---- requests ---- */
+
 static void
 respond(SoupServerMessage *msg, guint status, const char *content_type, char *body)
 {
@@ -104,6 +536,22 @@ handle_healthz(PlegdHttp *http, SoupServerMessage *msg)
 
 typedef void (*RouteFunc)(PlegdHttp *http, SoupServerMessage *msg);
 
+static RouteFunc
+lookup_route(const char *path)
+{
+    if (g_str_equal(path, "/metrics"))
+        return handle_metrics;
+    if (g_str_equal(path, "/healthz"))
+        return handle_healthz;
+    return NULL;
+}
+
+static gboolean
+is_allowed(const char *method)
+{
+    return g_str_equal(method, SOUP_METHOD_GET) || g_str_equal(method, SOUP_METHOD_HEAD);
+}
+
 static void
 handle_request(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
                gpointer user_data)
@@ -112,20 +560,14 @@ handle_request(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
     const char *method = soup_server_message_get_method(msg);
     RouteFunc handler;
 
-    if (g_str_equal(path, "/metrics"))
-        handler = handle_metrics;
-    else if (g_str_equal(path, "/healthz"))
-        handler = handle_healthz;
-    else
-        handler = NULL;
-
+    handler = lookup_route(path);
     if (!handler) {
         respond(msg, SOUP_STATUS_NOT_FOUND, TEXT_CONTENT_TYPE, g_strdup("404 page not found\n"));
         return;
     }
 
     /* libsoup drops the body of a HEAD answer itself. */
-    if (!g_str_equal(method, SOUP_METHOD_GET) && !g_str_equal(method, SOUP_METHOD_HEAD)) {
+    if (!is_allowed(method)) {
         soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Allow",
                                      "GET, HEAD");
         respond(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, TEXT_CONTENT_TYPE,
@@ -136,20 +578,75 @@ handle_request(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
     handler(http, msg);
 }
 
-/* Connections are accepted here and handed to the server: libsoup 3.2's own listener leaks
- * every accepted GSocket, and with it the fd of each connection the client closes. */
-static gboolean
-on_incoming(GSocketService *service, GSocketConnection *connection, GObject *source_object,
-            gpointer user_data)
+static void
+on_got_chunk(SoupServerMessage *msg, GBytes *chunk, gpointer user_data)
 {
     PlegdHttp *http = user_data;
-    g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(connection, NULL);
-    g_autoptr(GSocketAddress) remote = g_socket_connection_get_remote_address(connection, NULL);
-    g_autoptr(GError) error = NULL;
+    Connection *conn = lookup_connection(http, msg);
 
-    if (!soup_server_accept_iostream(http->server, G_IO_STREAM(connection), local, remote, &error))
-        g_debug("cannot serve an HTTP connection: %s, ignoring", error->message);
-    return TRUE;
+    if (!conn || conn->closing)
+        return;
+    conn->body_bytes += (goffset)g_bytes_get_size(chunk);
+    if (conn->body_bytes > PLEGD_HTTP_MAX_BODY)
+        refuse(http, conn, msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE);
+}
+
+/* Runs once a request's headers are in, before libsoup reads its body.  plegd reads no body:
+ * one that is announced too large, or sent to a path or with a method that is refused anyway,
+ * is answered at once; a small one is read and dropped. */
+static void
+handle_early(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+             gpointer user_data)
+{
+    PlegdHttp *http = user_data;
+    Connection *conn = lookup_connection(http, msg);
+    SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
+    goffset length = -1; /* not announced */
+    guint status = 0;
+
+    if (conn) {
+        conn->busy = TRUE;
+        conn->body_bytes = 0;
+        touch(conn);
+    }
+
+    switch (soup_message_headers_get_encoding(headers)) {
+    case SOUP_ENCODING_NONE:
+        return;
+    case SOUP_ENCODING_CONTENT_LENGTH:
+        length = soup_message_headers_get_content_length(headers);
+        if (length == 0)
+            return;
+        break;
+    default:
+        break;
+    }
+
+    if (!lookup_route(path))
+        status = SOUP_STATUS_NOT_FOUND;
+    else if (!is_allowed(soup_server_message_get_method(msg)))
+        status = SOUP_STATUS_METHOD_NOT_ALLOWED;
+    else if (length > PLEGD_HTTP_MAX_BODY)
+        status = SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE;
+    if (status != 0) {
+        refuse(http, conn, msg, status);
+        return;
+    }
+
+    soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
+    if (length < 0)
+        g_signal_connect(msg, "got-chunk", G_CALLBACK(on_got_chunk), http);
+}
+
+static void
+on_request_done(SoupServer *server, SoupServerMessage *msg, gpointer user_data)
+{
+    Connection *conn = lookup_connection(user_data, msg);
+
+    if (conn && !conn->closing) {
+        conn->busy = FALSE;
+        touch(conn);
+    }
 }
 
 PlegdHttp *
@@ -159,11 +656,25 @@ plegd_http_new(PlegHost *host)
 
     http->host = host;
     http->metrics = pleg_metrics_registry_ref(pleg_host_get_metrics(host));
+    http->idle_timeout_usec = PLEGD_HTTP_IDLE_TIMEOUT_USEC;
+    http->backoff_ms = ACCEPT_BACKOFF_MIN_MS;
+    http->connections = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, connection_free);
     http->server = soup_server_new("server-header", "plegd/" PLEG_VERSION, NULL);
+    soup_server_add_early_handler(http->server, NULL, handle_early, http, NULL);
     soup_server_add_handler(http->server, NULL, handle_request, http, NULL);
-    http->service = g_socket_service_new();
-    g_signal_connect(http->service, "incoming", G_CALLBACK(on_incoming), http);
+    g_signal_connect(http->server, "request-finished", G_CALLBACK(on_request_done), http);
+    g_signal_connect(http->server, "request-aborted", G_CALLBACK(on_request_done), http);
+    /* Not a GSocketService: it logs every failed accept() as a warning, and retries at once.
+     * (libsoup 3.2's own listener leaks the fd of every connection a client closes.) */
+    http->listener = g_socket_listener_new();
+    http->cancellable = g_cancellable_new();
     return http;
+}
+
+void
+plegd_http_set_idle_timeout(PlegdHttp *http, gint64 timeout_usec)
+{
+    http->idle_timeout_usec = timeout_usec;
 }
 
 void
@@ -171,12 +682,17 @@ plegd_http_free(PlegdHttp *http)
 {
     if (!http)
         return;
-    g_socket_service_stop(http->service);
-    g_socket_listener_close(G_SOCKET_LISTENER(http->service));
-    g_signal_handlers_disconnect_by_data(http->service, http);
-    g_object_unref(http->service);
+    g_cancellable_cancel(http->cancellable);
+    destroy_source(&http->accept_backoff);
+    g_socket_listener_close(http->listener);
+    g_hash_table_remove_all(http->connections);
+    g_signal_handlers_disconnect_by_data(http->server, http);
     soup_server_disconnect(http->server);
     g_object_unref(http->server);
+    g_hash_table_unref(http->connections);
+    g_object_unref(http->listener);
+    g_object_unref(http->cancellable);
+    g_clear_pointer(&http->context, g_main_context_unref);
     pleg_metrics_registry_unref(http->metrics);
     g_free(http);
 }
@@ -187,7 +703,7 @@ plegd_http_listen(PlegdHttp *http, GInetSocketAddress *address, char **ret_url, 
     GInetAddress *host = g_inet_socket_address_get_address(address);
     g_autoptr(GSocketAddress) bound = NULL;
 
-    if (!g_socket_listener_add_address(G_SOCKET_LISTENER(http->service), G_SOCKET_ADDRESS(address),
+    if (!g_socket_listener_add_address(http->listener, G_SOCKET_ADDRESS(address),
                                        G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL, &bound,
                                        error)) {
         g_autofree char *text = format_host_port(host, g_inet_socket_address_get_port(address));
@@ -195,7 +711,11 @@ plegd_http_listen(PlegdHttp *http, GInetSocketAddress *address, char **ret_url, 
         g_prefix_error(error, "cannot listen on %s: ", text);
         return FALSE;
     }
-    g_socket_service_start(http->service);
+    if (!http->accepting) {
+        http->context = g_main_context_ref_thread_default();
+        http->accepting = TRUE;
+        accept_next(http);
+    }
 
     if (ret_url) {
         /* With port 0 the kernel picked one: report what was bound. */

@@ -3,9 +3,12 @@
  * plegd: runs libpleg's plugin host (the Generic PLEG and the plugins) against a CRI runtime,
  * prints every PodLifecycleEvent as a JSON line on stdout and serves /metrics and /healthz.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <glib-unix.h>
 #include <locale.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -18,6 +21,9 @@
 #define DEFAULT_RELIST_PERIOD           "1s"
 #define DEFAULT_RELIST_THRESHOLD        "3m"
 #define DEFAULT_METRICS_BIND_ADDRESS    "127.0.0.1:10388"
+
+/* On SIGTERM, how long events already generated may take to reach a slow reader of stdout. */
+#define STOP_FLUSH_TIMEOUT_USEC (1 * G_USEC_PER_SEC)
 
 /* Settings that the command line and the [plegd] group of --config share; a key of the group
  * is the long flag without its dashes, with the same syntax. */
@@ -64,6 +70,9 @@ typedef struct {
     GStrv disabled_plugins;
     GStrv required_plugins;
     gboolean version;
+    /* Test hooks (hidden options), 0: the default. */
+    gint64 http_idle_timeout_usec;
+    guint64 stdout_max_backlog;
 } Options;
 
 static void
@@ -84,6 +93,7 @@ typedef struct {
     int exit_status;
     PlegHost *host;
     PlegdRelistMonitor *monitor;
+    PlegdOutput *output;
     gboolean output_failed;
     gboolean stopping;
 } App;
@@ -278,6 +288,8 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
     g_auto(Settings) settings = {0};
     g_autofree char *config_file = NULL;
     g_autofree char *feature_gates = NULL;
+    g_autofree char *http_idle_timeout = NULL;
+    g_autofree char *stdout_max_backlog = NULL;
     gboolean version = FALSE;
     const GOptionEntry entries[] = {
         {"config", 0, 0, G_OPTION_ARG_FILENAME, &config_file,
@@ -305,6 +317,11 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
         {"require-plugins", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_REQUIRE_PLUGINS],
          "Exit when one of these plugins does not start", "NAME,..."},
         {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
+        /* Test hooks: limits that tests cannot wait for or fill at their defaults. */
+        {"http-idle-timeout", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &http_idle_timeout,
+         "Close HTTP connections idle for this long", "DURATION"},
+        {"stdout-max-backlog", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &stdout_max_backlog,
+         "Exit when this many bytes of events wait for the reader of stdout", "BYTES"},
         {NULL},
     };
     g_autoptr(GOptionContext) context = g_option_context_new(NULL);
@@ -372,6 +389,23 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
         }
     }
 
+    if (http_idle_timeout &&
+        (!pleg_duration_parse(http_idle_timeout, &parsed.http_idle_timeout_usec, &local_error) ||
+         parsed.http_idle_timeout_usec <= 0)) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "invalid --http-idle-timeout \"%s\": %s", http_idle_timeout,
+                    local_error ? local_error->message : "must be a positive duration");
+        return FALSE;
+    }
+    if (stdout_max_backlog &&
+        !g_ascii_string_to_unsigned(stdout_max_backlog, 10, 1, G_MAXSIZE,
+                                    &parsed.stdout_max_backlog, &local_error)) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "invalid --stdout-max-backlog \"%s\": %s", stdout_max_backlog,
+                    local_error->message);
+        return FALSE;
+    }
+
     parsed.endpoint = g_strdup(settings.values[SETTING_ENDPOINT] ?: PLEG_DEFAULT_CRI_ENDPOINT);
     parsed.endpoint_origin = g_strdup(settings.origins[SETTING_ENDPOINT]);
     parsed.plugin_dir = g_steal_pointer(&settings.values[SETTING_PLUGIN_DIR]);
@@ -396,9 +430,24 @@ on_event(PlegPodLifecycleEvent *event, gpointer user_data)
         return;
 
     line = plegd_event_to_json(event);
-    if (plegd_write_line(stdout, line, &error))
+    if (plegd_output_write_line(app->output, line, &error))
         return;
 
+    /* Whoever reads stdout is stuck: better restarted (by systemd) than grow or block. */
+    app->output_failed = TRUE;
+    g_message("stdout is not being read: %s; exiting", error->message);
+    app->exit_status = EXIT_FAILURE;
+    g_main_loop_quit(app->loop);
+}
+
+/* From the writer thread, through the main context. */
+static void
+on_output_error(const GError *error, gpointer user_data)
+{
+    App *app = user_data;
+
+    if (app->output_failed)
+        return;
     app->output_failed = TRUE;
     if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE)) {
         g_message("stdout was closed, shutting down");
@@ -490,6 +539,7 @@ run(const Options *options)
     g_autoptr(GMainLoop) loop = NULL;
     g_autoptr(PlegHost) host = NULL;
     g_autoptr(PlegdHttp) http = NULL;
+    g_autoptr(PlegdOutput) output = NULL;
     g_autofree char *period = NULL;
     PlegHostConfig config;
     GSource *sigint_source = NULL;
@@ -523,6 +573,8 @@ run(const Options *options)
         g_autofree char *url = NULL;
 
         http = plegd_http_new(host);
+        if (options->http_idle_timeout_usec > 0)
+            plegd_http_set_idle_timeout(http, options->http_idle_timeout_usec);
         if (!plegd_http_listen(http, options->metrics_address, &url, &error)) {
             g_printerr("plegd: %s\n", error->message);
             return EXIT_FAILURE;
@@ -536,6 +588,13 @@ run(const Options *options)
     app.host = host;
     app.monitor = monitor;
     app.exit_status = EXIT_SUCCESS;
+    /* The main thread never waits for the reader of stdout: /healthz, signals and the service
+     * manager must not depend on it. */
+    output = plegd_output_new(STDOUT_FILENO,
+                              options->stdout_max_backlog ? options->stdout_max_backlog
+                                                          : PLEGD_OUTPUT_MAX_BACKLOG,
+                              NULL, on_output_error, &app);
+    app.output = output;
 
     pleg_host_add_event_callback(host, on_event, &app, NULL);
     pleg_host_set_relist_callback(host, on_relist, &app, NULL);
@@ -568,6 +627,12 @@ run(const Options *options)
      * memory until dispatched. */
     while (g_main_context_iteration(NULL, FALSE))
         ;
+    if (!app.output_failed && !plegd_output_flush(output, STOP_FLUSH_TIMEOUT_USEC)) {
+        g_autofree char *size = g_format_size(plegd_output_get_backlog(output));
+
+        g_message("stdout is not being read: dropping %s of events", size);
+    }
+    g_clear_pointer(&output, plegd_output_free);
     g_clear_pointer(&http, plegd_http_free);
     g_clear_pointer(&host, pleg_host_free);
     g_main_context_release(NULL);
@@ -575,11 +640,40 @@ run(const Options *options)
     return app.exit_status;
 }
 
+/* With 0, 1 or 2 closed at exec, the first fds plegd opens (gRPC's epoll fd, an eventfd, a
+ * socket to the runtime) would become stdin, stdout or stderr, and events and logs would be
+ * written into them.  Returns: whether stdout was closed. */
+static gboolean
+open_standard_fds(void)
+{
+    gboolean stdout_closed = FALSE;
+
+    for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; fd++) {
+        int null_fd;
+
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        /* The lowest free fd: @fd itself, the ones below are open. */
+        null_fd = open("/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
+        if (null_fd < 0)
+            exit(EXIT_FAILURE);
+        if (null_fd != fd) {
+            if (dup2(null_fd, fd) < 0)
+                exit(EXIT_FAILURE);
+            close(null_fd);
+        }
+        if (fd == STDOUT_FILENO)
+            stdout_closed = TRUE;
+    }
+    return stdout_closed;
+}
+
 int
 main(int argc, char **argv)
 {
     g_auto(Options) options = {0};
     g_autoptr(GError) error = NULL;
+    gboolean stdout_closed = open_standard_fds();
 
     setlocale(LC_ALL, "");
     setup_logging();
@@ -593,6 +687,8 @@ main(int argc, char **argv)
         g_print("plegd %s\n", PLEG_VERSION);
         return EXIT_SUCCESS;
     }
+    if (stdout_closed)
+        g_message("stdout is closed; events are discarded");
 
     /* A reader that goes away must show up as EPIPE on stdout, not kill us. */
     signal(SIGPIPE, SIG_IGN);

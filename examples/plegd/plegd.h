@@ -6,13 +6,12 @@
 #pragma once
 
 #include <gio/gio.h>
-#include <stdio.h>
 #include <pleg/pleg.h>
 #include <pleg/pleg-host.h>
 
 G_BEGIN_DECLS
 
-/* output.c: one JSON object per PodLifecycleEvent. */
+/* output.c: one JSON object per PodLifecycleEvent, written by a thread of its own. */
 
 /**
  * plegd_event_to_json:
@@ -21,13 +20,65 @@ G_BEGIN_DECLS
  */
 char *plegd_event_to_json(const PlegPodLifecycleEvent *event);
 
+/* Bytes of event lines that may wait for a stalled reader of stdout before plegd gives up. */
+#define PLEGD_OUTPUT_MAX_BACKLOG (64 * 1024 * 1024)
+/* A backlog above max / PLEGD_OUTPUT_WARN_DIVISOR is logged (at most once a
+ * %PLEGD_FAILURE_LOG_INTERVAL_USEC). */
+#define PLEGD_OUTPUT_WARN_DIVISOR 8
+
 /**
- * plegd_write_line:
+ * PlegdOutputErrorFunc:
+ * @error: why a write failed (%G_IO_ERROR_BROKEN_PIPE when the reader went away).
  *
- * Writes @line and a newline to @stream and flushes it.  On failure @error is a #G_IO_ERROR
- * from errno (%G_IO_ERROR_BROKEN_PIPE when the reader went away).
+ * Runs in the context given to plegd_output_new(), once; nothing is written after it.
  */
-gboolean plegd_write_line(FILE *stream, const char *line, GError **error);
+typedef void (*PlegdOutputErrorFunc)(const GError *error, gpointer user_data);
+
+typedef struct _PlegdOutput PlegdOutput;
+
+/**
+ * plegd_output_new:
+ * @fd: where lines go; not closed.  May be blocking: only the writer thread ever waits on it.
+ * @max_backlog: bytes that may wait to be written; plegd_output_write_line() fails beyond.
+ * @context: (nullable): where @error_func runs; %NULL is the default context.
+ *
+ * Starts the writer thread.
+ */
+PlegdOutput *plegd_output_new(int fd, gsize max_backlog, GMainContext *context,
+                              PlegdOutputErrorFunc error_func, gpointer user_data);
+
+/**
+ * plegd_output_free:
+ *
+ * Drops what was not written yet and stops the writer thread; a writer stuck in write(2) is
+ * left behind (detached), never waited for.  NULL-safe.
+ */
+void plegd_output_free(PlegdOutput *output);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdOutput, plegd_output_free)
+
+/**
+ * plegd_output_write_line:
+ *
+ * Queues @line and a newline; never blocks.  After a write error lines are dropped (the error
+ * went to the #PlegdOutputErrorFunc).  Logs when the backlog passes the warning mark.
+ *
+ * Returns: %FALSE with %G_IO_ERROR_NO_SPACE when the backlog would pass its maximum (the line
+ *   is dropped).
+ */
+gboolean plegd_output_write_line(PlegdOutput *output, const char *line, GError **error);
+
+/** Returns: bytes queued and not written yet. */
+gsize plegd_output_get_backlog(PlegdOutput *output);
+
+/**
+ * plegd_output_flush:
+ * @timeout_usec: how long to wait at most.
+ *
+ * Waits until everything queued was written, a write failed or @timeout_usec passed.
+ *
+ * Returns: whether everything was written.
+ */
+gboolean plegd_output_flush(PlegdOutput *output, gint64 timeout_usec);
 
 /* http.c: /metrics and /healthz. */
 
@@ -40,6 +91,13 @@ gboolean plegd_write_line(FILE *stream, const char *line, GError **error);
 gboolean plegd_parse_bind_address(const char *text, GInetSocketAddress **ret_address,
                                   GError **error);
 
+/* Connections served at once; a new one beyond closes the longest idle one. */
+#define PLEGD_HTTP_MAX_CONNECTIONS 64
+/* A connection without a complete request, or idle between requests, for this long is closed. */
+#define PLEGD_HTTP_IDLE_TIMEOUT_USEC (10 * G_USEC_PER_SEC)
+/* plegd serves GET and HEAD only: a larger request body is refused (413) without reading it. */
+#define PLEGD_HTTP_MAX_BODY (64 * 1024)
+
 typedef struct _PlegdHttp PlegdHttp;
 
 /**
@@ -51,6 +109,12 @@ typedef struct _PlegdHttp PlegdHttp;
 PlegdHttp *plegd_http_new(PlegHost *host);
 void plegd_http_free(PlegdHttp *http);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdHttp, plegd_http_free)
+
+/**
+ * plegd_http_set_idle_timeout:
+ * @timeout_usec: replaces %PLEGD_HTTP_IDLE_TIMEOUT_USEC (a test hook); call before listening.
+ */
+void plegd_http_set_idle_timeout(PlegdHttp *http, gint64 timeout_usec);
 
 /**
  * plegd_http_listen:
@@ -67,9 +131,26 @@ gboolean plegd_http_listen(PlegdHttp *http, GInetSocketAddress *address, char **
  * PlegdNotifyFunc:
  * @state: sd_notify(3) assignments, newline-separated.
  *
- * How the monitor tells the service manager; plegd uses sd_notify(), tests record.
+ * How the monitor tells the service manager; plegd sends to $NOTIFY_SOCKET without blocking
+ * (plegd_notify_nonblocking()), tests record.
+ *
+ * Returns: %FALSE when the message could not be sent now and should be sent again later (the
+ *   socket's queue is full); %TRUE when it was sent, or never can be (no socket, an error).
  */
-typedef void (*PlegdNotifyFunc)(const char *state, gpointer user_data);
+typedef gboolean (*PlegdNotifyFunc)(const char *state, gpointer user_data);
+
+/**
+ * plegd_notify_nonblocking:
+ * @notify_socket: (nullable): the value of $NOTIFY_SOCKET: a path, or "@name" for the abstract
+ *   namespace.
+ * @state: the datagram.
+ *
+ * sd_notify(3) without its one flaw for plegd: a service manager that does not drain its
+ * socket blocks sd_notify(), and with it plegd's main thread.  This sends with MSG_DONTWAIT.
+ *
+ * Returns: 1 sent, 0 no @notify_socket, -EAGAIN the socket's queue is full, else -errno.
+ */
+int plegd_notify_nonblocking(const char *notify_socket, const char *state);
 
 /* How often a relist failure that keeps repeating is logged again. */
 #define PLEGD_FAILURE_LOG_INTERVAL_USEC (60 * G_USEC_PER_SEC)
@@ -79,7 +160,10 @@ typedef struct _PlegdRelistMonitor PlegdRelistMonitor;
 /**
  * plegd_relist_monitor_new:
  * @endpoint: the CRI endpoint, named in failure logs when the error does not name it.
- * @notify: (nullable): %NULL sends to the service manager with sd_notify().
+ * @notify: (nullable): %NULL sends to $NOTIFY_SOCKET with plegd_notify_nonblocking() (and
+ *   logs once when the service manager does not keep up).
+ *
+ * What @notify could not send (READY=1, a status) is sent with the next update.
  */
 PlegdRelistMonitor *plegd_relist_monitor_new(const char *endpoint, PlegdNotifyFunc notify,
                                              gpointer notify_data);

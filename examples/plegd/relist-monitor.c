@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include <systemd/sd-daemon.h>
+#include <errno.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "plegd.h"
 
@@ -10,6 +14,8 @@ struct _PlegdRelistMonitor {
 
     gboolean ready;
     char *status; /* the last STATUS= sent */
+    char *unsent; /* assignments (READY=1) that could not be sent yet, NULL: none */
+    gboolean logged_full_socket;
 
     guint64 n_failures; /* consecutive failed relists */
     guint64 n_unlogged; /* of those, how many since the last log line */
@@ -17,13 +23,58 @@ struct _PlegdRelistMonitor {
     char *last_error;
 };
 
-static void
+int
+plegd_notify_nonblocking(const char *notify_socket, const char *state)
+{
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    size_t path_len;
+    ssize_t n;
+    int errsv;
+    int fd;
+
+    if (!notify_socket || notify_socket[0] == '\0')
+        return 0;
+    if (notify_socket[0] != '/' && notify_socket[0] != '@')
+        return -EAFNOSUPPORT;
+    path_len = strlen(notify_socket);
+    if (path_len >= sizeof address.sun_path)
+        return -EINVAL;
+    memcpy(address.sun_path, notify_socket, path_len);
+    if (address.sun_path[0] == '@')
+        address.sun_path[0] = '\0';
+
+    fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    n = sendto(fd, state, strlen(state), MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&address,
+               (socklen_t)(offsetof(struct sockaddr_un, sun_path) + path_len));
+    errsv = errno;
+    close(fd);
+    if (n < 0)
+        return errsv == EWOULDBLOCK ? -EAGAIN : -errsv;
+    return 1;
+}
+
+static gboolean
 notify_service_manager(const char *state, gpointer user_data)
 {
-    int r = sd_notify(0, state);
+    PlegdRelistMonitor *monitor = user_data;
+    const char *notify_socket = g_getenv("NOTIFY_SOCKET");
+    int r = plegd_notify_nonblocking(notify_socket, state);
 
+    if (r == -EAGAIN) {
+        if (!monitor->logged_full_socket)
+            g_message("the service manager does not read NOTIFY_SOCKET %s: its queue is full; "
+                      "notifying again later",
+                      notify_socket);
+        else
+            g_debug("NOTIFY_SOCKET %s is still full", notify_socket);
+        monitor->logged_full_socket = TRUE;
+        return FALSE;
+    }
     if (r < 0)
-        g_debug("sd_notify failed: %s, ignoring", g_strerror(-r));
+        g_debug("notifying the service manager failed: %s, ignoring", g_strerror(-r));
+    return TRUE;
 }
 
 PlegdRelistMonitor *
@@ -33,7 +84,7 @@ plegd_relist_monitor_new(const char *endpoint, PlegdNotifyFunc notify, gpointer 
 
     monitor->endpoint = g_strdup(endpoint);
     monitor->notify = notify ? notify : notify_service_manager;
-    monitor->notify_data = notify_data;
+    monitor->notify_data = notify ? notify_data : monitor;
     return monitor;
 }
 
@@ -44,6 +95,7 @@ plegd_relist_monitor_free(PlegdRelistMonitor *monitor)
         return;
     g_free(monitor->endpoint);
     g_free(monitor->status);
+    g_free(monitor->unsent);
     g_free(monitor->last_error);
     g_free(monitor);
 }
@@ -54,24 +106,44 @@ plegd_relist_monitor_is_ready(PlegdRelistMonitor *monitor)
     return monitor->ready;
 }
 
-/* @assignments go first (READY=1, STOPPING=1); STATUS= only when it changed. */
+/* @assignments go first (READY=1, STOPPING=1), after those not sent before; STATUS= only when
+ * it changed.  What could not be sent is tried again with the next call. */
 static void
 send_status(PlegdRelistMonitor *monitor, const char *assignments, const char *status)
 {
     g_autofree char *line = g_strdup(status);
-    g_autoptr(GString) state = g_string_new(assignments);
+    g_autoptr(GString) state = g_string_new(monitor->unsent);
+    g_autofree char *pending = NULL;
+    gboolean new_status;
+
+    if (assignments) {
+        if (state->len > 0)
+            g_string_append_c(state, '\n');
+        g_string_append(state, assignments);
+    }
+    pending = state->len > 0 ? g_strdup(state->str) : NULL;
 
     /* A newline would end the assignment early. */
     g_strdelimit(line, "\r\n", ' ');
-    if (g_strcmp0(line, monitor->status) != 0) {
+    new_status = g_strcmp0(line, monitor->status) != 0;
+    if (new_status) {
         if (state->len > 0)
             g_string_append_c(state, '\n');
         g_string_append_printf(state, "STATUS=%s", line);
+    }
+    if (state->len == 0)
+        return;
+
+    if (!monitor->notify(state->str, monitor->notify_data)) {
+        g_free(monitor->unsent);
+        monitor->unsent = g_steal_pointer(&pending);
+        return;
+    }
+    g_clear_pointer(&monitor->unsent, g_free);
+    if (new_status) {
         g_free(monitor->status);
         monitor->status = g_steal_pointer(&line);
     }
-    if (state->len > 0)
-        monitor->notify(state->str, monitor->notify_data);
 }
 
 /* The CRI client's errors name the endpoint; other runtimes' may not. */

@@ -78,9 +78,31 @@ plegd_runner_spawn_full(const char *const *env, int stdout_fd, const char *const
     return plegd_runner_spawn_program(binary, env, stdout_fd, args);
 }
 
+static PlegdRunner *spawn(const char *binary, const char *const *env, int stdout_fd,
+                          GSpawnChildSetupFunc child_setup, gpointer data,
+                          const char *const *args);
+
+PlegdRunner *
+plegd_runner_spawn_with_setup(const char *const *env, int stdout_fd,
+                              GSpawnChildSetupFunc child_setup, gpointer data,
+                              const char *const *args)
+{
+    const char *binary = g_getenv("PLEGD");
+
+    ck_assert_msg(binary, "PLEGD must name the plegd binary");
+    return spawn(binary, env, stdout_fd, child_setup, data, args);
+}
+
 PlegdRunner *
 plegd_runner_spawn_program(const char *binary, const char *const *env, int stdout_fd,
                            const char *const *args)
+{
+    return spawn(binary, env, stdout_fd, NULL, NULL, args);
+}
+
+static PlegdRunner *
+spawn(const char *binary, const char *const *env, int stdout_fd, GSpawnChildSetupFunc child_setup,
+      gpointer data, const char *const *args)
 {
     GSubprocessFlags flags = G_SUBPROCESS_FLAGS_STDERR_PIPE;
     g_autoptr(GSubprocessLauncher) launcher = NULL;
@@ -106,6 +128,8 @@ plegd_runner_spawn_program(const char *binary, const char *const *env, int stdou
     launcher = g_subprocess_launcher_new(flags);
     if (stdout_fd >= 0)
         g_subprocess_launcher_take_stdout_fd(launcher, stdout_fd);
+    if (child_setup)
+        g_subprocess_launcher_set_child_setup(launcher, child_setup, data, NULL);
 
     /* Nothing from the environment the tests run in. */
     g_subprocess_launcher_unsetenv(launcher, "NOTIFY_SOCKET");
@@ -169,6 +193,26 @@ plegd_runner_count_fds(PlegdRunner *runner)
     while (g_dir_read_name(dir))
         n++;
     return n;
+}
+
+guint64
+plegd_runner_get_rss_kib(PlegdRunner *runner)
+{
+    const char *pid = g_subprocess_get_identifier(runner->process);
+    g_autofree char *path = NULL;
+    g_autofree char *status = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *line;
+    guint64 kib;
+
+    ck_assert_msg(pid, "plegd is not running");
+    path = g_strdup_printf("/proc/%s/status", pid);
+    ck_assert_msg(g_file_get_contents(path, &status, NULL, &error), "%s", error->message);
+    line = strstr(status, "\nVmRSS:");
+    ck_assert_msg(line, "no VmRSS in %s", path);
+    kib = g_ascii_strtoull(line + strlen("\nVmRSS:"), NULL, 10);
+    ck_assert_uint_gt(kib, 0);
+    return kib;
 }
 
 char *
@@ -340,7 +384,9 @@ guint
 http_request(const char *method, const char *url, char **ret_body, char **ret_content_type)
 {
     g_autoptr(GProxyResolver) direct = g_simple_proxy_resolver_new(NULL, NULL);
-    g_autoptr(SoupSession) session = soup_session_new_with_options("proxy-resolver", direct, NULL);
+    guint timeout_sec = (guint)((deadline_usec() - g_get_monotonic_time()) / G_USEC_PER_SEC);
+    g_autoptr(SoupSession) session = soup_session_new_with_options(
+        "proxy-resolver", direct, "timeout", timeout_sec, NULL);
     g_autoptr(SoupMessage) message = soup_message_new(method, url);
     g_autoptr(GBytes) body = NULL;
     g_autoptr(GError) error = NULL;

@@ -25,6 +25,10 @@ PlegdRunner *plegd_runner_spawn_full(const char *const *env, int stdout_fd,
 /* The same for another program (e.g. shim-embed) at @binary. */
 PlegdRunner *plegd_runner_spawn_program(const char *binary, const char *const *env, int stdout_fd,
                                         const char *const *args);
+/* plegd with @child_setup run in the child just before exec (to close an fd, lower a limit). */
+PlegdRunner *plegd_runner_spawn_with_setup(const char *const *env, int stdout_fd,
+                                           GSpawnChildSetupFunc child_setup, gpointer data,
+                                           const char *const *args);
 #define plegd_runner_spawn(env, ...)                                                               \
     plegd_runner_spawn_full((env), -1, (const char *const[]){__VA_ARGS__, NULL})
 
@@ -33,6 +37,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdRunner, plegd_runner_free)
 
 /* Number of open file descriptors of plegd (from /proc). */
 guint plegd_runner_count_fds(PlegdRunner *runner);
+/* plegd's resident set size in KiB (VmRSS of /proc/PID/status). */
+guint64 plegd_runner_get_rss_kib(PlegdRunner *runner);
 
 /* Copies of what was read so far. */
 char *plegd_runner_get_stderr(PlegdRunner *runner);
@@ -71,7 +77,8 @@ char *write_file(const char *dir, const char *name, const char *contents);
 /* Copies @source to @dir/@name with mode 0644. */
 void copy_file(const char *source, const char *dir, const char *name);
 
-/* One HTTP request without proxies; returns the status. */
+/* One HTTP request without proxies; returns the status.  Fails the test when no answer comes
+ * within the runner's deadline. */
 guint http_request(const char *method, const char *url, char **ret_body, char **ret_content_type);
 
 /* A datagram socket bound at @path, for NOTIFY_SOCKET. */

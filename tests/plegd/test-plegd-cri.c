@@ -2,13 +2,17 @@
 /*
  * plegd against a CRI runtime: the in-process fake CRI server of the CRI client tests.  Checks
  * the JSON event lines, READY=1 and STATUS=, /healthz once relisting works, recovery after the
- * runtime went away, and a clean exit when stdout is closed or a runtime call hangs.
+ * runtime went away, and a clean exit when stdout is closed or a runtime call hangs.  Readers
+ * that never read (stdout, NOTIFY_SOCKET) must not stall plegd; with stdout closed at start,
+ * events go nowhere instead of into whatever fd plegd opens first.
  */
+#include <fcntl.h>
 #include <json-glib/json-glib.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cri-sim.h"
 #include "fake-cri-server.h"
 #include "plegd-runner.h"
 
@@ -212,6 +216,167 @@ START_TEST(test_sigterm_while_runtime_hangs)
 }
 END_TEST
 
+/* A runtime with @n_pods pods of one container each: two ContainerStarted lines a pod, some
+ * 200 bytes each. */
+static CriSim *
+start_bulk_runtime(guint n_pods, char **ret_endpoint_arg)
+{
+    g_autofree char *path = g_build_filename(fixture.dir, "bulk.sock", NULL);
+    g_autoptr(GError) error = NULL;
+    CriSim *sim = cri_sim_new(path, &error);
+
+    ck_assert_msg(sim, "%s", error ? error->message : "");
+    cri_sim_bulk(sim, n_pods, 1);
+    *ret_endpoint_arg = g_strdup_printf("--container-runtime-endpoint=unix://%s", path);
+    return sim;
+}
+
+/* A pipe that holds one page, and that nobody reads: @ret_read_fd is for the test to close. */
+static int
+stalled_pipe(int *ret_read_fd)
+{
+    int fds[2];
+
+    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_int_eq(fcntl(fds[0], F_SETPIPE_SZ, 4096), 4096);
+    *ret_read_fd = fds[0];
+    return fds[1];
+}
+
+/* stdout stalls: /healthz, readiness and SIGTERM do not wait for it. */
+START_TEST(test_stdout_stalled)
+{
+    g_autofree char *endpoint_arg = NULL;
+    g_autoptr(CriSim) sim = start_bulk_runtime(300, &endpoint_arg);
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *url = NULL;
+    g_autofree char *body = NULL;
+    int read_fd;
+    int write_fd = stalled_pipe(&read_fd);
+
+    plegd = plegd_runner_spawn_full(
+        NULL, write_fd,
+        (const char *const[]){endpoint_arg, "--relist-period=100ms",
+                              "--metrics-bind-address=127.0.0.1:0", NULL});
+    base = plegd_runner_wait_metrics_url(plegd);
+    assert_stderr_shows(plegd, "first relist succeeded with 300 pods; ready");
+
+    url = g_strconcat(base, "/healthz", NULL);
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
+    ck_assert_str_eq(body, "ok");
+
+    /* Some 120 KB of events wait; a second is all they get. */
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    {
+        g_autofree char *err = plegd_runner_get_stderr(plegd);
+
+        ck_assert_msg(strstr(err, "stdout is not being read: dropping "), "%s", err);
+    }
+    close(read_fd);
+}
+END_TEST
+
+/* More waits for stdout than plegd keeps: it exits 1 (the service manager restarts it). */
+START_TEST(test_stdout_backlog_limit)
+{
+    g_autofree char *endpoint_arg = NULL;
+    g_autoptr(CriSim) sim = start_bulk_runtime(300, &endpoint_arg);
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *err = NULL;
+    int read_fd;
+    int write_fd = stalled_pipe(&read_fd);
+
+    plegd = plegd_runner_spawn_full(
+        NULL, write_fd,
+        (const char *const[]){endpoint_arg, "--relist-period=100ms", "--metrics-bind-address=",
+                              "--stdout-max-backlog=16384", NULL});
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 1);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(count_messages(err, "stdout is not being read: ") == 1, "%s", err);
+    ck_assert_msg(strstr(err, "the most plegd keeps is 16"), "%s", err);
+    close(read_fd);
+}
+END_TEST
+
+static void
+close_stdout(gpointer data)
+{
+    close(STDOUT_FILENO);
+}
+
+START_TEST(test_stdout_closed_at_start)
+{
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *url = NULL;
+    g_autofree char *err = NULL;
+    guint n_calls;
+    gint64 deadline = g_get_monotonic_time() + 15 * G_USEC_PER_SEC;
+
+    plegd = plegd_runner_spawn_with_setup(
+        NULL, -1, close_stdout, NULL,
+        (const char *const[]){fixture.endpoint_arg, "--relist-period=100ms",
+                              "--metrics-bind-address=127.0.0.1:0", NULL});
+    base = plegd_runner_wait_metrics_url(plegd);
+    assert_stderr_shows(plegd, "stdout is closed; events are discarded");
+    assert_stderr_shows(plegd, "first relist succeeded with 2 pods; ready");
+
+    /* The four events went nowhere, and relisting goes on over an intact connection. */
+    n_calls = fake_cri_server_get_n_calls(fixture.server);
+    while (fake_cri_server_get_n_calls(fixture.server) < n_calls + 10 &&
+           g_get_monotonic_time() < deadline)
+        g_usleep(10 * 1000);
+    ck_assert_uint_ge(fake_cri_server_get_n_calls(fixture.server), n_calls + 10);
+    url = g_strconcat(base, "/healthz", NULL);
+    ck_assert_uint_eq(http_request("GET", url, NULL, NULL), 200);
+
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(count_messages(err, "stdout") == 1, "%s", err);
+}
+END_TEST
+
+/* The service manager's socket is full: plegd neither blocks nor forgets READY=1. */
+START_TEST(test_notify_socket_full)
+{
+    g_autofree char *notify_path = g_build_filename(fixture.dir, "notify.sock", NULL);
+    g_autofree char *notify_env = g_strconcat("NOTIFY_SOCKET=", notify_path, NULL);
+    g_autoptr(GSocket) notify = bind_notify_socket(notify_path);
+    g_autoptr(GSocketAddress) notify_address = g_socket_get_local_address(notify, NULL);
+    g_autoptr(GSocket) filler = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_DATAGRAM, 0, NULL);
+    g_autoptr(GString) received = g_string_new(NULL);
+    const char *const env[] = {notify_env, NULL};
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *url = NULL;
+    g_autofree char *err = NULL;
+    guint n_filled = 0;
+
+    /* Fill the queue of the socket. */
+    g_socket_set_blocking(filler, FALSE);
+    while (g_socket_send_to(filler, notify_address, "X=1", 3, NULL, NULL) == 3)
+        n_filled++;
+    ck_assert_uint_gt(n_filled, 0);
+
+    plegd = plegd_runner_spawn(env, fixture.endpoint_arg, "--relist-period=100ms",
+                               "--metrics-bind-address=127.0.0.1:0");
+    base = plegd_runner_wait_metrics_url(plegd);
+    assert_stderr_shows(plegd, "the service manager does not read NOTIFY_SOCKET");
+    url = g_strconcat(base, "/healthz", NULL);
+    ck_assert_uint_eq(http_request("GET", url, NULL, NULL), 200);
+
+    /* Drained: READY=1 follows with a later relist. */
+    wait_datagram(notify, received, "READY=1");
+    ck_assert_msg(strstr(received->str, "READY=1\nSTATUS=relisting 2 pods"), "%s",
+                  received->str);
+
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(count_messages(err, "does not read NOTIFY_SOCKET") == 1, "%s", err);
+}
+END_TEST
+
 /* A working plugin and a broken one change nothing of what the Generic PLEG reports. */
 START_TEST(test_plugins_leave_events_unchanged)
 {
@@ -266,6 +431,14 @@ plegd_cri_suite(void)
     tcase_add_test(tc, test_stdout_closed);
     tcase_add_test(tc, test_sigterm_while_runtime_hangs);
     tcase_add_test(tc, test_plugins_leave_events_unchanged);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("stalled-readers");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_stdout_stalled);
+    tcase_add_test(tc, test_stdout_backlog_limit);
+    tcase_add_test(tc, test_stdout_closed_at_start);
+    tcase_add_test(tc, test_notify_socket_full);
     suite_add_tcase(suite, tc);
     return suite;
 }

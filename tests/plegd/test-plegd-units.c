@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * plegd's pieces driven directly: the JSON event lines, --metrics-bind-address parsing, the
- * relist monitor (readiness, STATUS= and rate-limited failure logs, on a fake clock) and what
- * plegd says about each plugin.
+ * plegd's pieces driven directly: the JSON event lines and their writer thread,
+ * --metrics-bind-address parsing, the relist monitor (readiness, STATUS= and rate-limited failure
+ * logs, on a fake clock), notifications that never block, and what plegd says about each plugin.
  */
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
+#include <gio/gunixsocketaddress.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
@@ -150,36 +154,6 @@ START_TEST(test_json_other_types)
 }
 END_TEST
 
-START_TEST(test_write_line)
-{
-    g_autofree char *buffer = NULL;
-    size_t size = 0;
-    FILE *stream = open_memstream(&buffer, &size);
-    g_autoptr(GError) error = NULL;
-
-    ck_assert(plegd_write_line(stream, "{\"a\":1}", &error));
-    ck_assert(plegd_write_line(stream, "{}", &error));
-    ck_assert_str_eq(buffer, "{\"a\":1}\n{}\n");
-    fclose(stream);
-}
-END_TEST
-
-START_TEST(test_write_line_broken_pipe)
-{
-    int fds[2];
-    FILE *stream;
-    g_autoptr(GError) error = NULL;
-
-    signal(SIGPIPE, SIG_IGN);
-    ck_assert_int_eq(pipe(fds), 0);
-    close(fds[0]);
-    stream = fdopen(fds[1], "w");
-    ck_assert(!plegd_write_line(stream, "{}", &error));
-    ck_assert_msg(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE), "%s", error->message);
-    fclose(stream);
-}
-END_TEST
-
 /* ---- --metrics-bind-address ---- */
 
 START_TEST(test_bind_address_valid)
@@ -244,17 +218,19 @@ END_TEST
 /* ---- relist monitor ---- */
 
 typedef struct {
-    GPtrArray *notified; /* sd_notify states */
+    GPtrArray *notified; /* sd_notify states, also those that could not be sent */
+    gboolean notify_blocked; /* the socket's queue is full */
     GPtrArray *logged;   /* plegd messages at info level and above */
     GPtrArray *debug;
 } Recorder;
 
 static Recorder recorder;
 
-static void
+static gboolean
 record_notify(const char *state, gpointer user_data)
 {
     g_ptr_array_add(recorder.notified, g_strdup(state));
+    return !recorder.notify_blocked;
 }
 
 static GLogWriterOutput
@@ -282,6 +258,7 @@ recorder_setup(void)
     recorder.notified = g_ptr_array_new_with_free_func(g_free);
     recorder.logged = g_ptr_array_new_with_free_func(g_free);
     recorder.debug = g_ptr_array_new_with_free_func(g_free);
+    recorder.notify_blocked = FALSE;
 }
 
 static void
@@ -412,6 +389,224 @@ START_TEST(test_monitor_foreign_error)
 }
 END_TEST
 
+/* A full notification socket: what could not be sent goes out with the next update. */
+START_TEST(test_monitor_notify_retry)
+{
+    g_autoptr(PlegdRelistMonitor) monitor = plegd_relist_monitor_new(ENDPOINT, record_notify, NULL);
+    gint64 now = 0;
+
+    recorder.notify_blocked = TRUE;
+    plegd_relist_monitor_update(monitor, NULL, 2, now += SEC);
+    ck_assert(plegd_relist_monitor_is_ready(monitor));
+    ck_assert_str_eq(last(recorder.notified), "READY=1\nSTATUS=relisting 2 pods");
+    plegd_relist_monitor_update(monitor, NULL, 3, now += SEC);
+    ck_assert_uint_eq(recorder.notified->len, 2);
+    ck_assert_str_eq(last(recorder.notified), "READY=1\nSTATUS=relisting 3 pods");
+
+    recorder.notify_blocked = FALSE;
+    plegd_relist_monitor_update(monitor, NULL, 3, now += SEC);
+    ck_assert_uint_eq(recorder.notified->len, 3);
+    ck_assert_str_eq(last(recorder.notified), "READY=1\nSTATUS=relisting 3 pods");
+
+    /* Sent: nothing more. */
+    plegd_relist_monitor_update(monitor, NULL, 3, now += SEC);
+    ck_assert_uint_eq(recorder.notified->len, 3);
+
+    /* An unsent status alone is sent again too. */
+    recorder.notify_blocked = TRUE;
+    plegd_relist_monitor_update(monitor, NULL, 1, now += SEC);
+    recorder.notify_blocked = FALSE;
+    plegd_relist_monitor_update(monitor, NULL, 1, now += SEC);
+    ck_assert_uint_eq(recorder.notified->len, 5);
+    ck_assert_str_eq(last(recorder.notified), "STATUS=relisting 1 pod");
+    plegd_relist_monitor_stopping(monitor);
+    ck_assert_str_eq(last(recorder.notified), "STOPPING=1\nSTATUS=stopping");
+}
+END_TEST
+
+/* ---- notifications that never block ---- */
+
+START_TEST(test_notify_nonblocking)
+{
+    g_autofree char *dir = g_dir_make_tmp("plegd-units-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "notify.sock", NULL);
+    g_autofree char *abstract = g_strdup_printf("@plegd-units-%d", getpid());
+    g_autoptr(GSocketAddress) address = g_unix_socket_address_new(path);
+    g_autoptr(GSocket) socket = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_DATAGRAM, 0, NULL);
+    g_autoptr(GSocketAddress) abstract_address = g_unix_socket_address_new_with_type(
+        abstract + 1, -1, G_UNIX_SOCKET_ADDRESS_ABSTRACT);
+    g_autoptr(GSocket) abstract_socket =
+        g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_DATAGRAM, 0, NULL);
+    char buffer[64];
+    int r = 0;
+    guint n_sent = 0;
+
+    ck_assert_int_eq(plegd_notify_nonblocking(NULL, "READY=1"), 0);
+    ck_assert_int_eq(plegd_notify_nonblocking("", "READY=1"), 0);
+    ck_assert_int_eq(plegd_notify_nonblocking("relative.sock", "READY=1"), -EAFNOSUPPORT);
+
+    ck_assert(g_socket_bind(socket, address, FALSE, NULL));
+    ck_assert_int_eq(plegd_notify_nonblocking(path, "READY=1"), 1);
+    ck_assert_int_eq(g_socket_receive(socket, buffer, sizeof buffer, NULL, NULL), 7);
+    ck_assert_int_eq(memcmp(buffer, "READY=1", 7), 0);
+
+    /* Nobody reads: the queue fills, and then sending says so instead of waiting. */
+    while (n_sent < 100000 && (r = plegd_notify_nonblocking(path, "STATUS=x")) == 1)
+        n_sent++;
+    ck_assert_int_eq(r, -EAGAIN);
+    ck_assert_uint_gt(n_sent, 0);
+    ck_assert_int_gt(g_socket_receive(socket, buffer, sizeof buffer, NULL, NULL), 0);
+    ck_assert_int_eq(plegd_notify_nonblocking(path, "STATUS=y"), 1);
+
+    ck_assert(g_socket_bind(abstract_socket, abstract_address, FALSE, NULL));
+    ck_assert_int_eq(plegd_notify_nonblocking(abstract, "WATCHDOG=1"), 1);
+    ck_assert_int_eq(g_socket_receive(abstract_socket, buffer, sizeof buffer, NULL, NULL), 10);
+
+    g_unlink(path);
+    g_rmdir(dir);
+}
+END_TEST
+
+/* ---- the writer of stdout ---- */
+
+typedef struct {
+    GError *error;
+    guint n_calls;
+} OutputErrors;
+
+static void
+record_output_error(const GError *error, gpointer user_data)
+{
+    OutputErrors *errors = user_data;
+
+    errors->n_calls++;
+    g_clear_error(&errors->error);
+    errors->error = g_error_copy(error);
+}
+
+static char *
+read_all(int fd, gsize size)
+{
+    g_autoptr(GString) text = g_string_new(NULL);
+    gint64 deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+
+    while (text->len < size && g_get_monotonic_time() < deadline) {
+        char buffer[4096];
+        ssize_t n = read(fd, buffer, sizeof buffer);
+
+        ck_assert_int_gt(n, 0);
+        g_string_append_len(text, buffer, n);
+    }
+    return g_string_free(g_steal_pointer(&text), FALSE);
+}
+
+START_TEST(test_output_lines_in_order)
+{
+    g_autoptr(GMainContext) context = g_main_context_new();
+    g_autoptr(GString) expected = g_string_new(NULL);
+    g_autoptr(PlegdOutput) output = NULL;
+    OutputErrors errors = {0};
+    g_autofree char *written = NULL;
+    int fds[2];
+
+    ck_assert_int_eq(pipe(fds), 0);
+    output = plegd_output_new(fds[1], 1024 * 1024, context, record_output_error, &errors);
+    for (int i = 0; i < 2000; i++) {
+        g_autofree char *line = g_strdup_printf("{\"n\":%d}", i);
+        g_autoptr(GError) error = NULL;
+
+        ck_assert(plegd_output_write_line(output, line, &error));
+        g_string_append_printf(expected, "%s\n", line);
+    }
+    /* More than a pipe holds: read while it writes. */
+    written = read_all(fds[0], expected->len);
+    ck_assert_str_eq(written, expected->str);
+    ck_assert(plegd_output_flush(output, 10 * G_USEC_PER_SEC));
+    ck_assert_uint_eq(plegd_output_get_backlog(output), 0);
+    g_clear_pointer(&output, plegd_output_free);
+    while (g_main_context_iteration(context, FALSE))
+        ;
+    ck_assert_uint_eq(errors.n_calls, 0);
+    close(fds[0]);
+    close(fds[1]);
+}
+END_TEST
+
+START_TEST(test_output_broken_pipe)
+{
+    g_autoptr(GMainContext) context = g_main_context_new();
+    g_autoptr(PlegdOutput) output = NULL;
+    g_autoptr(GError) error = NULL;
+    OutputErrors errors = {0};
+    gint64 deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+    int fds[2];
+
+    signal(SIGPIPE, SIG_IGN);
+    ck_assert_int_eq(pipe(fds), 0);
+    close(fds[0]);
+    output = plegd_output_new(fds[1], 1024 * 1024, context, record_output_error, &errors);
+    ck_assert(plegd_output_write_line(output, "{}", &error));
+
+    /* Reported once, in the context given. */
+    ck_assert(!plegd_output_flush(output, 10 * G_USEC_PER_SEC));
+    while (errors.n_calls == 0 && g_get_monotonic_time() < deadline)
+        g_main_context_iteration(context, FALSE);
+    ck_assert_uint_eq(errors.n_calls, 1);
+    ck_assert_msg(g_error_matches(errors.error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE), "%s",
+                  errors.error->message);
+
+    /* Later lines are dropped quietly. */
+    ck_assert(plegd_output_write_line(output, "{}", &error));
+    ck_assert_uint_eq(plegd_output_get_backlog(output), 0);
+    while (g_main_context_iteration(context, FALSE))
+        ;
+    ck_assert_uint_eq(errors.n_calls, 1);
+    g_clear_error(&errors.error);
+    close(fds[1]);
+}
+END_TEST
+
+/* Nobody reads: queuing never blocks, the backlog is bounded, and freeing does not wait. */
+START_TEST(test_output_stalled_reader)
+{
+    g_autoptr(GMainContext) context = g_main_context_new();
+    g_autoptr(PlegdOutput) output = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *line = g_strnfill(1023, 'x');
+    OutputErrors errors = {0};
+    gsize max_backlog = 64 * 1024;
+    guint n_queued = 0;
+    guint n_warnings = 0;
+    int fds[2];
+
+    signal(SIGPIPE, SIG_IGN);
+    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_int_eq(fcntl(fds[1], F_SETPIPE_SZ, 4096), 4096);
+    output = plegd_output_new(fds[1], max_backlog, context, record_output_error, &errors);
+
+    while (n_queued < 1000 && plegd_output_write_line(output, line, &error))
+        n_queued++;
+    ck_assert_msg(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NO_SPACE), "%s",
+                  error ? error->message : "no error");
+    /* What the pipe took, plus the maximum. */
+    ck_assert_uint_le(n_queued, (4096 + max_backlog) / 1024 + 1);
+    ck_assert_uint_le(plegd_output_get_backlog(output), max_backlog);
+    ck_assert(!plegd_output_flush(output, 50 * 1000));
+
+    /* Passing an eighth of the maximum was logged, once. */
+    for (guint i = 0; i < recorder.logged->len; i++) {
+        if (strstr(g_ptr_array_index(recorder.logged, i), "stdout is not read fast enough"))
+            n_warnings++;
+    }
+    ck_assert_uint_eq(n_warnings, 1);
+
+    g_clear_pointer(&output, plegd_output_free);
+    /* The writer left behind sees EPIPE and ends. */
+    close(fds[0]);
+    ck_assert_uint_eq(errors.n_calls, 0);
+}
+END_TEST
+
 /* ---- plugin states ---- */
 
 static char *
@@ -490,8 +685,13 @@ plegd_units_suite(void)
     tcase_add_test(tc, test_json_container_died_partial_exit);
     tcase_add_test(tc, test_json_container_died_without_exit);
     tcase_add_test(tc, test_json_other_types);
-    tcase_add_test(tc, test_write_line);
-    tcase_add_test(tc, test_write_line_broken_pipe);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("output");
+    tcase_add_checked_fixture(tc, recorder_setup, recorder_teardown);
+    tcase_add_test(tc, test_output_lines_in_order);
+    tcase_add_test(tc, test_output_broken_pipe);
+    tcase_add_test(tc, test_output_stalled_reader);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("bind-address");
@@ -504,6 +704,11 @@ plegd_units_suite(void)
     tcase_add_test(tc, test_monitor_rate_limits_failures);
     tcase_add_test(tc, test_monitor_ready_and_recovery);
     tcase_add_test(tc, test_monitor_foreign_error);
+    tcase_add_test(tc, test_monitor_notify_retry);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("notify");
+    tcase_add_test(tc, test_notify_nonblocking);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("plugins");
