@@ -115,6 +115,7 @@ struct _PlegGeneric {
     GPtrArray *subscribers;
     gint64 last_relist_ns;
     gint64 last_relist_mono_usec; /* the same instant on the monotonic clock */
+    GError *last_relist_error;    /* the last global relist's failure, NULL after a success */
 
     GMutex queue_lock;
     GCond queue_cond;
@@ -857,8 +858,13 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
                                 G_USEC_PER_SEC);
 
     if (!pleg_runtime_list_pod_sandboxes(pleg->runtime, &sandboxes, pleg->cancellable, error) ||
-        !pleg_runtime_list_containers(pleg->runtime, NULL, &containers, pleg->cancellable, error))
+        !pleg_runtime_list_containers(pleg->runtime, NULL, &containers, pleg->cancellable, error)) {
+        g_mutex_lock(&pleg->state_lock);
+        g_clear_error(&pleg->last_relist_error);
+        pleg->last_relist_error = error && *error ? g_error_copy(*error) : NULL;
+        g_mutex_unlock(&pleg->state_lock);
         goto out;
+    }
 
     pods = group_pods(sandboxes, containers);
     update_running_metrics(pleg, pods, containers);
@@ -866,6 +872,7 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     g_mutex_lock(&pleg->state_lock);
     pleg->last_relist_ns = timestamp_ns;
     pleg->last_relist_mono_usec = start_usec;
+    g_clear_error(&pleg->last_relist_error);
     g_hash_table_iter_init(&iter, pleg->records);
     while (g_hash_table_iter_next(&iter, (gpointer *)&uid, (gpointer *)&rec)) {
         pod_snapshot_unref(rec->current);
@@ -1429,6 +1436,7 @@ pleg_generic_free(PlegGeneric *pleg)
     g_mutex_clear(&pleg->relist_lock);
     g_thread_pool_free(pleg->reconcile_pool, FALSE, TRUE);
     g_object_unref(pleg->cancellable);
+    g_clear_error(&pleg->last_relist_error);
     pleg_pod_cache_free(pleg->cache);
     pleg_metrics_registry_unref(pleg->metrics);
     pleg_runtime_unref(pleg->runtime);
@@ -1503,6 +1511,15 @@ pleg_generic_healthy(PlegGeneric *pleg, char **ret_message)
         return FALSE;
     }
     return TRUE;
+}
+
+void
+pleg_generic_get_runtime_state(PlegGeneric *pleg, gboolean *ret_ever_reached, GError **ret_error)
+{
+    g_mutex_lock(&pleg->state_lock);
+    *ret_ever_reached = pleg->last_relist_ns != 0;
+    *ret_error = pleg->last_relist_error ? g_error_copy(pleg->last_relist_error) : NULL;
+    g_mutex_unlock(&pleg->state_lock);
 }
 
 gint64

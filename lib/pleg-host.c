@@ -11,6 +11,7 @@
 
 #include "pleg-config.h"
 #include "pleg-host-private.h"
+#include "pleg-private.h"
 
 G_DEFINE_QUARK(pleg-host-error-quark, pleg_host_error)
 
@@ -263,6 +264,27 @@ pleg_health_check(gpointer user_data, GError **error)
     if (pleg_generic_healthy(self->pleg, &message))
         return TRUE;
     g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, message);
+    return FALSE;
+}
+
+/* The runtime's reachability joins once its subject exists: until the runtime has answered a
+ * global relist once (a runtime slow to come up at start-up is not a failure here; the "pleg"
+ * checker's threshold covers that), then unhealthy while the last global relist could not
+ * reach it. */
+static gboolean
+runtime_health_check(gpointer user_data, GError **error)
+{
+    PlegHost *self = user_data;
+    g_autoptr(GError) last_error = NULL;
+    gboolean ever_reached;
+
+    if (!g_atomic_int_get(&self->pleg_running))
+        return TRUE;
+    pleg_generic_get_runtime_state(self->pleg, &ever_reached, &last_error);
+    if (!ever_reached || !last_error)
+        return TRUE;
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "container runtime is not reachable: %s",
+                last_error->message);
     return FALSE;
 }
 
@@ -1101,6 +1123,7 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
     self->relist_duration =
         pleg_metrics_lookup(self->metrics, "kubelet_pleg_relist_duration_seconds");
     add_checker(self, NULL, "pleg", pleg_health_check, self, NULL);
+    add_checker(self, NULL, "runtime", runtime_health_check, self, NULL);
 
     return g_steal_pointer(&self);
 }

@@ -25,3 +25,10 @@ void pleg_pod_cache_set(PlegPodCache *cache, const char *pod_uid, PlegPodStatus 
 void pleg_pod_cache_touch(PlegPodCache *cache, const char *pod_uid, gint64 modified_ns);
 void pleg_pod_cache_delete(PlegPodCache *cache, const char *pod_uid);
 void pleg_pod_cache_set_global_timestamp(PlegPodCache *cache, gint64 timestamp_ns);
+
+/* pleg-generic.c: what the last global relist learnt of the runtime, for the host's "runtime"
+ * health checker.  @ret_ever_reached: a global relist has succeeded at least once.
+ * @ret_error: (transfer full): a copy of the last global relist's error, NULL when it succeeded
+ * (or none ran). */
+void pleg_generic_get_runtime_state(PlegGeneric *pleg, gboolean *ret_ever_reached,
+                                    GError **ret_error);

@@ -1008,6 +1008,40 @@ START_TEST(test_health_pleg_first)
 }
 END_TEST
 
+static gboolean
+failed_relists_reached(Env *env, gpointer data)
+{
+    return env->failed_relists >= GPOINTER_TO_UINT(data);
+}
+
+/* The "runtime" checker joins once the runtime has answered, then fails while the last global
+ * relist could not reach it (issue 4: runtime reachability), and heals with the next good one. */
+START_TEST(test_health_runtime_reachability)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *checker = NULL;
+    guint relists;
+
+    env_start(env);
+    ck_assert(env_wait(env, relists_reached, GUINT_TO_POINTER(1)));
+    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+
+    fake_runtime_fail(env->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, -1);
+    ck_assert(env_wait(env, failed_relists_reached, GUINT_TO_POINTER(1)));
+    ck_assert(!pleg_host_check_health(env->host, &checker, &error));
+    ck_assert_str_eq(checker, "runtime");
+    ck_assert_msg(g_str_has_prefix(error->message, "container runtime is not reachable: "), "%s",
+                  error->message);
+    g_clear_error(&error);
+
+    relists = env->relists;
+    fake_runtime_clear_faults(env->fake);
+    ck_assert(env_wait(env, relists_reached, GUINT_TO_POINTER(relists + 1)));
+    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+}
+END_TEST
+
 /* A first relist still stuck in a slow runtime is "starting": healthy up to the threshold, so
  * that the watchdog heartbeat goes on during a slow start; the plugins' checkers still run. */
 START_TEST(test_health_slow_start)
@@ -1166,6 +1200,7 @@ host_suite(void)
     tcase_add_test(tc, test_embedding);
     tcase_add_test(tc, test_health_pleg_first);
     tcase_add_test(tc, test_health_slow_start);
+    tcase_add_test(tc, test_health_runtime_reachability);
     tcase_add_test(tc, test_bad_endpoint);
     tcase_add_test(tc, test_feature_gates_key_file);
     suite_add_tcase(s, tc);

@@ -172,8 +172,12 @@ void pleg_host_set_relist_callback(PlegHost *host, PlegRelistFunc func, gpointer
  * pleg_host_check_health:
  * @ret_checker: (out) (optional) (transfer full): the name of the failing checker.
  *
- * Runs the health checkers in registration order, stopping at the first failure: "pleg" first,
- * then those the plugins added.  Any thread.
+ * Runs the health checkers in registration order, stopping at the first failure: "pleg", then
+ * "runtime", then those the plugins added.  Any thread.
+ *
+ * The "runtime" checker is the runtime's reachability (issue 4): healthy until the runtime has
+ * answered a global relist once, then unhealthy ("container runtime is not reachable: <the CRI
+ * error>") while the last global relist could not reach it.
  *
  * The "pleg" checker is the Generic PLEG's health once its subject exists (issue: a slow start
  * must not starve the systemd watchdog): healthy before pleg_host_start(), and healthy while the
