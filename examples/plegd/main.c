@@ -174,8 +174,9 @@ parse_period(const Settings *settings, SettingId id, const char *fallback, gint6
 
     if (!pleg_duration_parse(text, &usec, &local_error))
         return bad_setting(error, settings, id, local_error->message);
+    /* Durations are kept in microseconds: 999ns would silently become 0. */
     if (usec <= 0)
-        return bad_setting(error, settings, id, "must be a positive duration");
+        return bad_setting(error, settings, id, "must be at least 1µs");
     *ret_usec = usec;
     return TRUE;
 }
@@ -370,6 +371,10 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
         !parse_period(&settings, SETTING_THRESHOLD, DEFAULT_RELIST_THRESHOLD,
                       &parsed.relist_threshold_usec, error))
         return FALSE;
+    /* A threshold shorter than the period would report a healthy PLEG unhealthy between relists. */
+    if (parsed.relist_threshold_usec < parsed.relist_period_usec)
+        return bad_setting(error, &settings, SETTING_THRESHOLD,
+                           "must not be shorter than --relist-period");
 
     metrics_address = settings.values[SETTING_METRICS_ADDRESS] ?: DEFAULT_METRICS_BIND_ADDRESS;
     if (metrics_address[0] != '\0' &&

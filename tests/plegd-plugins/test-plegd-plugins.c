@@ -57,15 +57,17 @@ START_TEST(test_evented_reports_exit)
     g_autoptr(GError) error = NULL;
     g_autofree char *plugin_dir =
         g_strdup_printf("--plugin-dir=%s", g_getenv("PLEG_EVENTED_PLUGIN_DIR"));
-    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
-        NULL, env->endpoint_arg, "--relist-period=1h", "--metrics-bind-address=",
-        "--feature-gates=EventedPLEG=true", plugin_dir, "--require-plugins=evented");
+    g_autoptr(PlegdRunner) plegd =
+        plegd_runner_spawn(NULL, env->endpoint_arg, "--relist-period=1h", "--relist-threshold=2h",
+                           "--metrics-bind-address=", "--feature-gates=EventedPLEG=true",
+                           plugin_dir, "--require-plugins=evented");
 
-    ck_assert(plegd_runner_wait_stdout(plegd, "\"type\":\"ContainerStarted\",\"container_id\":\"ctr-web\""));
+    ck_assert(plegd_runner_wait_stdout(
+        plegd, "\"type\":\"ContainerStarted\",\"container_id\":\"ctr-web\""));
     ck_assert_msg(cri_sim_wait_subscribers(env->sim, 1, WAIT_MS), "the watcher never subscribed");
     ck_assert(cri_sim_exit_container(env->sim, "ctr-web", 3, NULL, &error));
-    ck_assert(plegd_runner_wait_stdout(
-        plegd, "\"type\":\"ContainerDied\",\"container_id\":\"ctr-web\",\"relist_source\":\"evented_pleg\""));
+    ck_assert(plegd_runner_wait_stdout(plegd, "\"type\":\"ContainerDied\",\"container_id\":\"ctr-"
+                                              "web\",\"relist_source\":\"evented_pleg\""));
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
 }
 END_TEST
@@ -90,9 +92,9 @@ START_TEST(test_watchdog_heartbeats)
     const char *const env_vars[] = {notify_env, "WATCHDOG_USEC=2000000", NULL};
     g_autofree char *plugin_dir =
         g_strdup_printf("--plugin-dir=%s", g_getenv("PLEG_WATCHDOG_PLUGIN_DIR"));
-    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
-        env_vars, env->endpoint_arg, "--metrics-bind-address=", plugin_dir,
-        "--require-plugins=watchdog");
+    g_autoptr(PlegdRunner) plegd =
+        plegd_runner_spawn(env_vars, env->endpoint_arg, "--metrics-bind-address=", plugin_dir,
+                           "--require-plugins=watchdog");
     g_autoptr(GString) received = g_string_new(NULL);
     gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000;
 
@@ -120,8 +122,10 @@ START_TEST(test_watchdog_diagnostics_records)
         env_vars, env->endpoint_arg, "--metrics-bind-address=", plugin_dir,
         "--require-plugins=watchdog", "--feature-gates=KubeletWatchdogDiagnostics=true");
 
-    assert_stderr_shows(plegd, "operation=watchdog_notify attempt=1 watchdog_interval=1s result=error");
-    assert_stderr_shows(plegd, "operation=watchdog_notify attempt=2 watchdog_interval=1s result=error");
+    assert_stderr_shows(plegd,
+                        "operation=watchdog_notify attempt=1 watchdog_interval=1s result=error");
+    assert_stderr_shows(plegd,
+                        "operation=watchdog_notify attempt=2 watchdog_interval=1s result=error");
     assert_stderr_shows(plegd, "result=retries_exhausted");
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
 }

@@ -59,6 +59,8 @@ static const struct {
     {"--relist-period=0", "--relist-period", "\"0\""},
     {"--relist-period=-1s", "--relist-period", "-1s"},
     {"--relist-threshold=", "--relist-threshold", "\"\""},
+    {"--relist-period=999ns", "--relist-period", "at least 1µs"},
+    {"--relist-threshold=500ms", "--relist-threshold", "shorter than --relist-period"},
     {"--feature-gates=NoSuchGate=true", "--feature-gates", "NoSuchGate"},
     {"--feature-gates=EventedPLEG=maybe", "--feature-gates", "maybe"},
     {"--metrics-bind-address=localhost:10388", "--metrics-bind-address", "localhost:10388"},
