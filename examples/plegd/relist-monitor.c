@@ -21,7 +21,11 @@ struct _PlegdRelistMonitor {
     guint64 n_unlogged; /* of those, how many since the last log line */
     gint64 last_log_usec;
     char *last_error;
+    GHashTable *logged_errors; /* error texts logged in this run of failures */
 };
+
+/* Enough distinct errors for any runtime; more are treated as seen (the minute line counts them). */
+#define MAX_LOGGED_ERRORS 32
 
 int
 plegd_notify_nonblocking(const char *notify_socket, const char *state)
@@ -83,6 +87,7 @@ plegd_relist_monitor_new(const char *endpoint, PlegdNotifyFunc notify, gpointer 
     PlegdRelistMonitor *monitor = g_new0(PlegdRelistMonitor, 1);
 
     monitor->endpoint = g_strdup(endpoint);
+    monitor->logged_errors = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     monitor->notify = notify ? notify : notify_service_manager;
     monitor->notify_data = notify ? notify_data : monitor;
     return monitor;
@@ -97,6 +102,7 @@ plegd_relist_monitor_free(PlegdRelistMonitor *monitor)
     g_free(monitor->status);
     g_free(monitor->unsent);
     g_free(monitor->last_error);
+    g_hash_table_unref(monitor->logged_errors);
     g_free(monitor);
 }
 
@@ -178,12 +184,17 @@ relist_failed(PlegdRelistMonitor *monitor, const GError *error, gint64 now_usec)
     monitor->n_failures++;
     monitor->n_unlogged++;
 
+    /* Each distinct error is said once per run of failures; a runtime whose error text
+     * alternates would otherwise be logged at every flip. */
     if (monitor->n_failures == 1) {
         g_message("relist failed: %s; retrying", what);
         logged(monitor, now_usec);
-    } else if (!g_str_equal(what, monitor->last_error)) {
+        g_hash_table_add(monitor->logged_errors, g_strdup(what));
+    } else if (!g_hash_table_contains(monitor->logged_errors, what) &&
+               g_hash_table_size(monitor->logged_errors) < MAX_LOGGED_ERRORS) {
         g_message("relist failed with a different error: %s", what);
         logged(monitor, now_usec);
+        g_hash_table_add(monitor->logged_errors, g_strdup(what));
     } else if (now_usec - monitor->last_log_usec >= PLEGD_FAILURE_LOG_INTERVAL_USEC) {
         g_autofree char *since = pleg_duration_format(now_usec - monitor->last_log_usec);
 
@@ -213,6 +224,7 @@ relist_succeeded(PlegdRelistMonitor *monitor, guint n_pods)
         monitor->n_failures = 0;
         monitor->n_unlogged = 0;
         g_clear_pointer(&monitor->last_error, g_free);
+        g_hash_table_remove_all(monitor->logged_errors);
     }
 
     if (!monitor->ready) {

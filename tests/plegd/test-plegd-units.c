@@ -329,6 +329,29 @@ START_TEST(test_monitor_rate_limits_failures)
 }
 END_TEST
 
+/* A runtime whose error text alternates between two messages: each is said once, then the
+ * minute line; not a line at every flip. */
+START_TEST(test_monitor_alternating_errors)
+{
+    g_autoptr(PlegdRelistMonitor) monitor = plegd_relist_monitor_new(ENDPOINT, record_notify, NULL);
+    g_autoptr(GError) a = unreachable("window of 4194308");
+    g_autoptr(GError) b = unreachable("window of 4194303");
+    gint64 now = 1000 * SEC;
+
+    for (int i = 0; i < 120; i++)
+        plegd_relist_monitor_update(monitor, i % 2 ? b : a, 0, now + i * SEC);
+    /* a, b, then one line a minute. */
+    ck_assert_uint_eq(recorder.logged->len, 3);
+    ck_assert_ptr_nonnull(strstr(g_ptr_array_index(recorder.logged, 1), "4194303"));
+    ck_assert_ptr_nonnull(strstr(last(recorder.logged), "failures in the last"));
+
+    /* After a success, a new run of failures says its errors again. */
+    plegd_relist_monitor_update(monitor, NULL, 1, now + 121 * SEC);
+    plegd_relist_monitor_update(monitor, a, 0, now + 122 * SEC);
+    ck_assert_ptr_nonnull(strstr(last(recorder.logged), "relist failed: "));
+}
+END_TEST
+
 START_TEST(test_monitor_ready_and_recovery)
 {
     g_autoptr(PlegdRelistMonitor) monitor = plegd_relist_monitor_new(ENDPOINT, record_notify, NULL);
@@ -702,6 +725,7 @@ plegd_units_suite(void)
     tc = tcase_create("relist-monitor");
     tcase_add_checked_fixture(tc, recorder_setup, recorder_teardown);
     tcase_add_test(tc, test_monitor_rate_limits_failures);
+    tcase_add_test(tc, test_monitor_alternating_errors);
     tcase_add_test(tc, test_monitor_ready_and_recovery);
     tcase_add_test(tc, test_monitor_foreign_error);
     tcase_add_test(tc, test_monitor_notify_retry);
