@@ -501,7 +501,8 @@ redeliver_missed(PlegGeneric *pleg, const char *pod_uid)
     }
 }
 
-/* Publishes a pod's transitions to every subscriber.  Called with state_lock held. */
+/* Publishes a pod's transitions to every subscriber; what is owed from earlier drops goes out
+ * when the relist ends (redeliver_missed()).  Called with state_lock held. */
 static void
 deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistSource source,
         PlegPodStatus *status)
@@ -544,7 +545,6 @@ deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistS
             }
         }
     }
-    redeliver_missed(pleg, pod_uid);
 }
 
 /* --- inspection --------------------------------------------------------------------------- */
