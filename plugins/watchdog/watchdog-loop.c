@@ -149,11 +149,9 @@ watchdog_loop_get_stats(WatchdogLoop *loop, WatchdogStats *ret_stats)
 
 /* ---- records ---- */
 
-static void
-log_text(WatchdogLoop *loop, GLogLevelFlags level, const char *format, ...) G_GNUC_PRINTF(3, 4);
-
-static void
-log_text(WatchdogLoop *loop, GLogLevelFlags level, const char *format, ...)
+void
+watchdog_log_message(const WatchdogOps *ops, gpointer user_data, GLogLevelFlags level,
+                     const char *format, ...)
 {
     g_autofree char *message = NULL;
     va_list args;
@@ -163,15 +161,18 @@ log_text(WatchdogLoop *loop, GLogLevelFlags level, const char *format, ...)
     va_end(args);
 
     GLogField field = {"MESSAGE", message, -1};
-    loop->ops->log(loop->user_data, level, &field, 1);
+    ops->log(user_data, level, &field, 1);
 }
+
+#define log_text(loop, level, ...)                                                                 \
+    watchdog_log_message((loop)->ops, (loop)->user_data, (level), __VA_ARGS__)
 
 typedef struct {
     const char *operation;
     const char *checker; /* nullable */
     guint attempt;       /* 0: not applicable */
     const char *result;
-    const char *error;   /* nullable */
+    const char *error; /* nullable */
 } Record;
 
 static void
@@ -203,8 +204,7 @@ static gboolean
 rate_limit(WatchdogLoop *loop, const Record *record, guint64 *ret_suppressed)
 {
     g_autofree char *key = g_strdup_printf("%s\x1f%s\x1f%u\x1f%s", record->operation,
-                                           record->checker ?: "", record->attempt,
-                                           record->result);
+                                           record->checker ?: "", record->attempt, record->result);
     gint64 now = loop->ops->now_usec(loop->user_data);
     RateLimit *limit = g_hash_table_lookup(loop->limits, key);
 
@@ -302,8 +302,8 @@ record_notify_error(WatchdogLoop *loop, guint attempt, const char *error)
     };
 
     if (!diagnostics_enabled(loop)) {
-        log_text(loop, G_LOG_LEVEL_DEBUG, "Watchdog notification attempt %u failed: %s",
-                 attempt, error);
+        log_text(loop, G_LOG_LEVEL_DEBUG, "Watchdog notification attempt %u failed: %s", attempt,
+                 error);
         return;
     }
     emit_record(loop, &record, "Watchdog notification failed:");
@@ -324,7 +324,8 @@ record_exhausted(WatchdogLoop *loop, guint attempts, const char *error)
                  attempts, error);
         return;
     }
-    emit_record(loop, &record, "Watchdog notification retries exhausted; no heartbeat this interval:");
+    emit_record(loop, &record,
+                "Watchdog notification retries exhausted; no heartbeat this interval:");
 }
 
 /* ---- schedule ---- */

@@ -70,22 +70,21 @@ typedef struct {
     int (*notify)(gpointer user_data);
     gboolean (*diagnostics_enabled)(gpointer user_data);
     double (*random)(gpointer user_data);
-    void (*log)(gpointer user_data, GLogLevelFlags level, const GLogField *fields,
-                gsize n_fields);
+    void (*log)(gpointer user_data, GLogLevelFlags level, const GLogField *fields, gsize n_fields);
 } WatchdogOps;
 
 /* What the loop did, for tests. */
 typedef struct {
-    guint64 ticks;            /* ticks run */
-    guint64 check_failures;   /* ticks whose health check failed */
-    guint64 notify_attempts;  /* calls to @notify */
-    guint64 heartbeats;       /* calls to @notify that returned > 0 */
-    guint64 notify_errors;    /* calls to @notify that returned < 0 */
-    guint64 unsupported;      /* calls to @notify that returned 0 */
-    guint64 retries;          /* pauses before a further attempt */
-    guint64 exhausted;        /* notifications that failed at every attempt */
-    guint64 records;          /* KEP-6247 records written */
-    guint64 suppressed;       /* KEP-6247 records suppressed by the rate limit */
+    guint64 ticks;           /* ticks run */
+    guint64 check_failures;  /* ticks whose health check failed */
+    guint64 notify_attempts; /* calls to @notify */
+    guint64 heartbeats;      /* calls to @notify that returned > 0 */
+    guint64 notify_errors;   /* calls to @notify that returned < 0 */
+    guint64 unsupported;     /* calls to @notify that returned 0 */
+    guint64 retries;         /* pauses before a further attempt */
+    guint64 exhausted;       /* notifications that failed at every attempt */
+    guint64 records;         /* KEP-6247 records written */
+    guint64 suppressed;      /* KEP-6247 records suppressed by the rate limit */
 } WatchdogStats;
 
 typedef struct _WatchdogLoop WatchdogLoop;
@@ -104,12 +103,15 @@ typedef struct _WatchdogLoop WatchdogLoop;
 int watchdog_timeout_to_interval(int sd_result, guint64 timeout_usec, gint64 *ret_interval_usec,
                                  GError **error);
 
+/** watchdog_log_message: a record with only a MESSAGE, through @ops->log. */
+void watchdog_log_message(const WatchdogOps *ops, gpointer user_data, GLogLevelFlags level,
+                          const char *format, ...) G_GNUC_PRINTF(4, 5);
+
 /** watchdog_format_duration: Go's time.Duration.String() of @usec >= 0 ("1s", "1.5s", "500ms"). */
 char *watchdog_format_duration(gint64 usec);
 
 /* @ops must outlive the loop.  @interval_usec > 0. */
-WatchdogLoop *watchdog_loop_new(const WatchdogOps *ops, gpointer user_data,
-                                gint64 interval_usec);
+WatchdogLoop *watchdog_loop_new(const WatchdogOps *ops, gpointer user_data, gint64 interval_usec);
 void watchdog_loop_free(WatchdogLoop *loop);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(WatchdogLoop, watchdog_loop_free)
 

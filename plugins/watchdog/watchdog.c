@@ -17,29 +17,6 @@ typedef struct {
     WatchdogLoop *loop;
 } Watchdog;
 
-static void
-host_log(Watchdog *self, GLogLevelFlags level, const GLogField *fields, gsize n_fields)
-{
-    self->services->log(self->services->host, level, fields, n_fields);
-}
-
-static void
-host_log_text(Watchdog *self, GLogLevelFlags level, const char *format, ...) G_GNUC_PRINTF(3, 4);
-
-static void
-host_log_text(Watchdog *self, GLogLevelFlags level, const char *format, ...)
-{
-    g_autofree char *message = NULL;
-    va_list args;
-
-    va_start(args, format);
-    message = g_strdup_vprintf(format, args);
-    va_end(args);
-
-    GLogField field = {"MESSAGE", message, -1};
-    host_log(self, level, &field, 1);
-}
-
 /* ---- WatchdogOps ---- */
 
 static gint64
@@ -88,7 +65,9 @@ op_random(gpointer user_data)
 static void
 op_log(gpointer user_data, GLogLevelFlags level, const GLogField *fields, gsize n_fields)
 {
-    host_log(user_data, level, fields, n_fields);
+    Watchdog *self = user_data;
+
+    self->services->log(self->services->host, level, fields, n_fields);
 }
 
 static const WatchdogOps watchdog_ops = {
@@ -172,9 +151,10 @@ watchdog_start(gpointer state, GError **error)
     if (r < 0)
         return FALSE;
     if (r == 0) {
-        host_log_text(self, G_LOG_LEVEL_INFO,
-                      "systemd watchdog not enabled for this process (WATCHDOG_USEC not set, or "
-                      "WATCHDOG_PID names another process): no heartbeat");
+        watchdog_log_message(
+            &watchdog_ops, self, G_LOG_LEVEL_INFO,
+            "systemd watchdog not enabled for this process (WATCHDOG_USEC not set, or "
+            "WATCHDOG_PID names another process): no heartbeat");
         return TRUE;
     }
 
@@ -188,10 +168,10 @@ watchdog_start(gpointer state, GError **error)
 
     timeout_text = watchdog_format_duration((gint64)timeout_usec);
     interval_text = watchdog_format_duration(interval_usec);
-    host_log_text(self, G_LOG_LEVEL_INFO,
-                  "systemd watchdog enabled: timeout %s, WATCHDOG=1 every %s%s", timeout_text,
-                  interval_text,
-                  op_diagnostics_enabled(self) ? ", " GATE_DIAGNOSTICS " records on" : "");
+    watchdog_log_message(&watchdog_ops, self, G_LOG_LEVEL_INFO,
+                         "systemd watchdog enabled: timeout %s, WATCHDOG=1 every %s%s",
+                         timeout_text, interval_text,
+                         op_diagnostics_enabled(self) ? ", " GATE_DIAGNOSTICS " records on" : "");
 
     watchdog_loop_start(self->loop);
     return TRUE;
@@ -211,8 +191,5 @@ watchdog_free(gpointer state)
 PLEG_PLUGIN_DEFINE(.name = "watchdog",
                    .description = "systemd watchdog heartbeat (SystemdWatchdog, KEP-6247 "
                                   "diagnostics)",
-                   .feature_gate = "SystemdWatchdog",
-                   .init = watchdog_init,
-                   .start = watchdog_start,
-                   .stop = watchdog_stop,
-                   .free = watchdog_free);
+                   .feature_gate = "SystemdWatchdog", .init = watchdog_init,
+                   .start = watchdog_start, .stop = watchdog_stop, .free = watchdog_free);
