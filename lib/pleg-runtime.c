@@ -75,8 +75,9 @@ pleg_runtime_list_pod_sandboxes_of_pod(PlegRuntime *runtime, const char *pod_uid
     mine = g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_sandbox_free);
     for (guint i = 0; i < all->len; i++) {
         PlegPodSandbox *sandbox = g_ptr_array_index(all, i);
+        /* Moved, not copied: what stays in @all is freed with it. */
         if (g_strcmp0(sandbox->uid, pod_uid) == 0)
-            g_ptr_array_add(mine, pleg_pod_sandbox_copy(sandbox));
+            g_ptr_array_add(mine, g_steal_pointer(&all->pdata[i]));
     }
     *ret_sandboxes = mine;
     return TRUE;
