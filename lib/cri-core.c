@@ -2,11 +2,14 @@
 /*
  * CRI transport on the gRPC C core.
  *
- * Every call owns a completion queue and polls it itself, so calls from many threads never
+ * Every caller owns a completion queue and polls it itself, so calls from many threads never
  * contend for a queue (a pluck queue allows only a few pluckers) and each caller drives the core
- * while it waits.  No thread polls between calls: with gRPC 1.51 the core's timer threads run the
- * reconnect backoff anyway, and a connectivity watch polled by a helper thread did not bring a
- * restarted runtime back any sooner (measured: both within the 3 s maximum backoff).
+ * while it waits.  A caller may put several unary calls in flight on its queue at once
+ * (cri_channel_call_many()): each call made alone costs a thread wake-up on each side, so
+ * calls that go out together cost little more than one.  No thread polls between calls: with
+ * gRPC 1.51 the core's timer threads run the reconnect backoff anyway, and a connectivity watch
+ * polled by a helper thread did not bring a restarted runtime back any sooner (measured: both
+ * within the 3 s maximum backoff).
  */
 #include "pleg-config.h"
 
@@ -18,6 +21,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
+#include <string.h>
 #include <sys/un.h>
 
 #include "cri-private.h"
@@ -267,23 +271,6 @@ create_call(CriChannel *self, const char *method, grpc_completion_queue *cq, gin
     return call;
 }
 
-/* Waits for `tag` on a queue that no other thread polls. */
-static void
-wait_for_tag(grpc_completion_queue *cq, void *tag, gboolean *ret_success)
-{
-    for (;;) {
-        grpc_event event =
-            grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
-
-        g_assert(event.type == GRPC_OP_COMPLETE);
-        if (event.tag == tag) {
-            if (ret_success)
-                *ret_success = event.success;
-            return;
-        }
-    }
-}
-
 static void
 destroy_queue(grpc_completion_queue *cq)
 {
@@ -294,94 +281,238 @@ destroy_queue(grpc_completion_queue *cq)
     grpc_completion_queue_destroy(cq);
 }
 
+/* The request a call sends and what its batches write into. */
+typedef struct {
+    grpc_byte_buffer *request_buffer;
+    grpc_byte_buffer *response_buffer;
+    grpc_metadata_array initial_metadata;
+    grpc_metadata_array trailing_metadata;
+    grpc_status_code status;
+    grpc_slice details;
+    const char *error_string;
+} CallIo;
+
+static void
+call_io_init(CallIo *io, const ProtobufCMessage *request)
+{
+    io->request_buffer = pack_message(request);
+    io->response_buffer = NULL;
+    grpc_metadata_array_init(&io->initial_metadata);
+    grpc_metadata_array_init(&io->trailing_metadata);
+    io->status = GRPC_STATUS_UNKNOWN;
+    io->details = grpc_empty_slice();
+    io->error_string = NULL;
+}
+
+/* Fills @ops with the four operations that send the request and receive the initial metadata. */
+static void
+call_io_send_ops(CallIo *io, grpc_op ops[4])
+{
+    memset(ops, 0, 4 * sizeof(grpc_op));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = io->request_buffer;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &io->initial_metadata;
+}
+
+static void
+call_io_status_op(CallIo *io, grpc_op *op)
+{
+    memset(op, 0, sizeof(*op));
+    op->op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    op->data.recv_status_on_client.trailing_metadata = &io->trailing_metadata;
+    op->data.recv_status_on_client.status = &io->status;
+    op->data.recv_status_on_client.status_details = &io->details;
+    op->data.recv_status_on_client.error_string = &io->error_string;
+}
+
+static void
+call_io_clear(CallIo *io)
+{
+    g_clear_pointer(&io->request_buffer, grpc_byte_buffer_destroy);
+    g_clear_pointer(&io->response_buffer, grpc_byte_buffer_destroy);
+    grpc_metadata_array_destroy(&io->initial_metadata);
+    grpc_metadata_array_destroy(&io->trailing_metadata);
+    grpc_slice_unref(io->details);
+    io->details = grpc_empty_slice();
+    gpr_free((void *)io->error_string);
+    io->error_string = NULL;
+}
+
+/* One unary call in flight: its spec, its call and what its single batch writes into. */
+typedef struct {
+    CriUnaryCall *spec;
+    grpc_call *call;
+    CallIo io;
+} Unary;
+
+/* Calls of a cri_channel_call_many() in flight, for the cancellable's handler. */
+typedef struct {
+    GMutex lock;
+    GPtrArray *calls; /* grpc_call *, not owned */
+    gboolean cancelled;
+} InFlight;
+
+static void
+on_calls_cancelled(GCancellable *cancellable, gpointer data)
+{
+    InFlight *in_flight = data;
+
+    g_mutex_lock(&in_flight->lock);
+    in_flight->cancelled = TRUE;
+    for (guint i = 0; i < in_flight->calls->len; i++)
+        grpc_call_cancel(in_flight->calls->pdata[i], NULL);
+    g_mutex_unlock(&in_flight->lock);
+}
+
+static gboolean
+unary_start(CriChannel *self, Unary *u, grpc_completion_queue *cq, gint64 timeout_usec)
+{
+    grpc_call_error call_error;
+    grpc_op ops[6] = {0};
+
+    u->call = create_call(self, u->spec->method, cq, timeout_usec);
+    call_io_init(&u->io, u->spec->request);
+    call_io_send_ops(&u->io, ops);
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &u->io.response_buffer;
+    call_io_status_op(&u->io, &ops[5]);
+
+    call_error = grpc_call_start_batch(u->call, ops, G_N_ELEMENTS(ops), u, NULL);
+    if (call_error != GRPC_CALL_OK) {
+        g_set_error(&u->spec->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
+                    "%s: %s: cannot start the call (gRPC call error %d)", self->endpoint,
+                    u->spec->method, (int)call_error);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Decodes the outcome of a completed (or never started) call into its spec and frees it. */
+static void
+unary_finish(CriChannel *self, Unary *u)
+{
+    CriUnaryCall *spec = u->spec;
+
+    if (spec->error) {
+        /* never started */
+    } else if (u->io.status != GRPC_STATUS_OK) {
+        g_debug("%s: %s failed: status %d: %s", self->endpoint, spec->method, (int)u->io.status,
+                u->io.error_string ? u->io.error_string : "(no debug text)");
+        set_status_error(&spec->error, self, spec->method, u->io.status, u->io.details);
+    } else if (!u->io.response_buffer) {
+        g_set_error(&spec->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
+                    "%s: %s: the runtime answered without a message", self->endpoint, spec->method);
+    } else {
+        spec->response = unpack_message(self, spec->method, u->io.response_buffer,
+                                        spec->response_descriptor, &spec->error);
+    }
+
+    call_io_clear(&u->io);
+    grpc_call_unref(u->call);
+}
+
+void
+cri_channel_call_many(CriChannel *self, CriUnaryCall *calls, guint n_calls, gint64 timeout_usec,
+                      GCancellable *cancellable)
+{
+    InFlight in_flight = {0};
+    g_autofree Unary *unary = NULL;
+    grpc_completion_queue *cq;
+    gulong cancel_id = 0;
+    guint next = 0, running = 0;
+
+    g_return_if_fail(self != NULL);
+    g_return_if_fail(n_calls == 0 || calls != NULL);
+
+    for (guint i = 0; i < n_calls; i++) {
+        g_return_if_fail(calls[i].method && calls[i].request && calls[i].response_descriptor);
+        calls[i].response = NULL;
+        calls[i].error = NULL;
+    }
+    if (n_calls == 0)
+        return;
+
+    g_mutex_init(&in_flight.lock);
+    in_flight.calls = g_ptr_array_new();
+    unary = g_new0(Unary, n_calls);
+    cq = grpc_completion_queue_create_for_next(NULL);
+    /* Runs the handler at once if @cancellable is already cancelled. */
+    if (cancellable)
+        cancel_id =
+            g_cancellable_connect(cancellable, G_CALLBACK(on_calls_cancelled), &in_flight, NULL);
+
+    while (next < n_calls || running > 0) {
+        grpc_event event;
+        Unary *done;
+
+        while (next < n_calls && running < CRI_CALLS_IN_FLIGHT_MAX) {
+            Unary *u = &unary[next++];
+            gboolean cancelled;
+
+            u->spec = &calls[u - unary];
+            g_mutex_lock(&in_flight.lock);
+            cancelled = in_flight.cancelled;
+            g_mutex_unlock(&in_flight.lock);
+            if (cancelled) {
+                g_set_error(&u->spec->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_CANCELLED, "%s: %s: %s",
+                            self->endpoint, u->spec->method, "call cancelled");
+                continue;
+            }
+            if (!unary_start(self, u, cq, timeout_usec)) {
+                unary_finish(self, u);
+                continue;
+            }
+            g_mutex_lock(&in_flight.lock);
+            g_ptr_array_add(in_flight.calls, u->call);
+            if (in_flight.cancelled)
+                grpc_call_cancel(u->call, NULL);
+            g_mutex_unlock(&in_flight.lock);
+            running++;
+        }
+        if (running == 0)
+            break;
+
+        event = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        g_assert(event.type == GRPC_OP_COMPLETE);
+        done = event.tag;
+        g_mutex_lock(&in_flight.lock);
+        g_ptr_array_remove_fast(in_flight.calls, done->call);
+        g_mutex_unlock(&in_flight.lock);
+        running--;
+        unary_finish(self, done);
+    }
+
+    /* Blocks while a concurrent handler runs, so it never sees @in_flight gone. */
+    if (cancel_id)
+        g_cancellable_disconnect(cancellable, cancel_id);
+    destroy_queue(cq);
+    g_ptr_array_unref(in_flight.calls);
+    g_mutex_clear(&in_flight.lock);
+}
+
 ProtobufCMessage *
 cri_channel_call(CriChannel *self, const char *method, const ProtobufCMessage *request,
                  const ProtobufCMessageDescriptor *response_descriptor, gint64 timeout_usec,
                  GCancellable *cancellable, GError **error)
 {
-    grpc_metadata_array initial_metadata, trailing_metadata;
-    grpc_byte_buffer *request_buffer, *response_buffer = NULL;
-    grpc_status_code status = GRPC_STATUS_UNKNOWN;
-    grpc_slice details = grpc_empty_slice();
-    const char *error_string = NULL;
-    ProtobufCMessage *response = NULL;
-    grpc_completion_queue *cq;
-    grpc_call_error call_error;
-    gulong cancel_id = 0;
-    grpc_call *call;
-    grpc_op ops[6] = {0};
+    CriUnaryCall call = {
+        .method = method,
+        .request = request,
+        .response_descriptor = response_descriptor,
+    };
 
     g_return_val_if_fail(self != NULL, NULL);
     g_return_val_if_fail(method != NULL, NULL);
     g_return_val_if_fail(request != NULL, NULL);
     g_return_val_if_fail(response_descriptor != NULL, NULL);
 
-    if (cancellable && g_cancellable_is_cancelled(cancellable)) {
-        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_CANCELLED, "%s: %s: %s", self->endpoint,
-                    method, "call cancelled");
-        return NULL;
-    }
-
-    cq = grpc_completion_queue_create_for_next(NULL);
-    call = create_call(self, method, cq, timeout_usec);
-    request_buffer = pack_message(request);
-    grpc_metadata_array_init(&initial_metadata);
-    grpc_metadata_array_init(&trailing_metadata);
-
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = request_buffer;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_metadata;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &response_buffer;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailing_metadata;
-    ops[5].data.recv_status_on_client.status = &status;
-    ops[5].data.recv_status_on_client.status_details = &details;
-    ops[5].data.recv_status_on_client.error_string = &error_string;
-
-    call_error = grpc_call_start_batch(call, ops, G_N_ELEMENTS(ops), call, NULL);
-    if (call_error != GRPC_CALL_OK) {
-        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: cannot start the call (gRPC call error %d)", self->endpoint, method,
-                    (int)call_error);
-        goto out;
-    }
-
-    /* Runs the handler at once if the cancellable fired after the check above. */
-    if (cancellable)
-        cancel_id = g_cancellable_connect(cancellable, G_CALLBACK(on_cancelled), call, NULL);
-
-    wait_for_tag(cq, call, NULL);
-
-    /* Blocks while a concurrent handler runs, so the call outlives every grpc_call_cancel(). */
-    if (cancel_id)
-        g_cancellable_disconnect(cancellable, cancel_id);
-
-    if (status != GRPC_STATUS_OK) {
-        g_debug("%s: %s failed: status %d: %s", self->endpoint, method, (int)status,
-                error_string ? error_string : "(no debug text)");
-        set_status_error(error, self, method, status, details);
-    } else if (!response_buffer) {
-        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: the runtime answered without a message", self->endpoint, method);
-    } else {
-        response = unpack_message(self, method, response_buffer, response_descriptor, error);
-    }
-
-out:
-    if (response_buffer)
-        grpc_byte_buffer_destroy(response_buffer);
-    grpc_byte_buffer_destroy(request_buffer);
-    grpc_metadata_array_destroy(&initial_metadata);
-    grpc_metadata_array_destroy(&trailing_metadata);
-    grpc_slice_unref(details);
-    gpr_free((void *)error_string);
-    grpc_call_unref(call);
-    destroy_queue(cq);
-    return response;
+    cri_channel_call_many(self, &call, 1, timeout_usec, cancellable);
+    if (call.error)
+        g_propagate_error(error, call.error);
+    return call.response;
 }
 
 /* ---- server streaming ---- */
@@ -405,13 +536,7 @@ struct _CriStream {
     gboolean status_pending;
     int send_tag, recv_tag, status_tag;
 
-    grpc_byte_buffer *request_buffer;
-    grpc_byte_buffer *response_buffer;
-    grpc_metadata_array initial_metadata;
-    grpc_metadata_array trailing_metadata;
-    grpc_status_code status;
-    grpc_slice details;
-    const char *error_string;
+    CallIo io;
 
     StreamState state;
     GError *failure;
@@ -438,20 +563,12 @@ cri_stream_start(CriChannel *channel, const char *method, const ProtobufCMessage
     self->response_descriptor = response_descriptor;
     self->cq = grpc_completion_queue_create_for_next(NULL);
     self->call = create_call(channel, method, self->cq, timeout_usec);
-    self->request_buffer = pack_message(request);
-    self->details = grpc_empty_slice();
-    grpc_metadata_array_init(&self->initial_metadata);
-    grpc_metadata_array_init(&self->trailing_metadata);
+    call_io_init(&self->io, request);
 
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    call_io_send_ops(&self->io, ops);
     if (wait_for_ready)
         ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY |
                        GRPC_INITIAL_METADATA_WAIT_FOR_READY_EXPLICITLY_SET;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = self->request_buffer;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &self->initial_metadata;
     call_error = grpc_call_start_batch(self->call, ops, G_N_ELEMENTS(ops), &self->send_tag, NULL);
     if (call_error != GRPC_CALL_OK) {
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
@@ -462,11 +579,7 @@ cri_stream_start(CriChannel *channel, const char *method, const ProtobufCMessage
     self->send_pending = TRUE;
 
     /* Posted now so that the final status arrives whenever the call ends. */
-    status_op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    status_op.data.recv_status_on_client.trailing_metadata = &self->trailing_metadata;
-    status_op.data.recv_status_on_client.status = &self->status;
-    status_op.data.recv_status_on_client.status_details = &self->details;
-    status_op.data.recv_status_on_client.error_string = &self->error_string;
+    call_io_status_op(&self->io, &status_op);
     call_error = grpc_call_start_batch(self->call, &status_op, 1, &self->status_tag, NULL);
     if (call_error != GRPC_CALL_OK) {
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
@@ -503,14 +616,16 @@ stream_finish(CriStream *self, GError **error)
     while (self->status_pending)
         stream_next_event(self);
 
-    if (self->status == GRPC_STATUS_OK) {
+    if (self->io.status == GRPC_STATUS_OK) {
         self->state = STREAM_DONE;
         return TRUE;
     }
 
     g_debug("%s: %s stream failed: status %d: %s", self->channel->endpoint, self->method,
-            (int)self->status, self->error_string ? self->error_string : "(no debug text)");
-    set_status_error(&self->failure, self->channel, self->method, self->status, self->details);
+            (int)self->io.status,
+            self->io.error_string ? self->io.error_string : "(no debug text)");
+    set_status_error(&self->failure, self->channel, self->method, self->io.status,
+                     self->io.details);
     self->state = STREAM_FAILED;
     g_propagate_error(error, g_error_copy(self->failure));
     return FALSE;
@@ -543,7 +658,7 @@ cri_stream_read(CriStream *self, ProtobufCMessage **ret_message, GCancellable *c
         cri_stream_cancel(self);
 
     op.op = GRPC_OP_RECV_MESSAGE;
-    op.data.recv_message.recv_message = &self->response_buffer;
+    op.data.recv_message.recv_message = &self->io.response_buffer;
     call_error = grpc_call_start_batch(self->call, &op, 1, &self->recv_tag, NULL);
     if (call_error != GRPC_CALL_OK) {
         g_set_error(&self->failure, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
@@ -563,13 +678,13 @@ cri_stream_read(CriStream *self, ProtobufCMessage **ret_message, GCancellable *c
     if (cancel_id)
         g_cancellable_disconnect(cancellable, cancel_id);
 
-    if (!self->response_buffer)
+    if (!self->io.response_buffer)
         return stream_finish(self, error);
 
-    message = unpack_message(self->channel, self->method, self->response_buffer,
+    message = unpack_message(self->channel, self->method, self->io.response_buffer,
                              self->response_descriptor, &self->failure);
-    grpc_byte_buffer_destroy(self->response_buffer);
-    self->response_buffer = NULL;
+    grpc_byte_buffer_destroy(self->io.response_buffer);
+    self->io.response_buffer = NULL;
     if (!message) {
         /* Like gRPC-Go: an undecodable message ends the stream. */
         self->state = STREAM_FAILED;
@@ -605,14 +720,7 @@ cri_stream_free(CriStream *self)
     if (self->cq)
         destroy_queue(self->cq);
 
-    if (self->request_buffer)
-        grpc_byte_buffer_destroy(self->request_buffer);
-    if (self->response_buffer)
-        grpc_byte_buffer_destroy(self->response_buffer);
-    grpc_metadata_array_destroy(&self->initial_metadata);
-    grpc_metadata_array_destroy(&self->trailing_metadata);
-    grpc_slice_unref(self->details);
-    gpr_free((void *)self->error_string);
+    call_io_clear(&self->io);
     g_clear_error(&self->failure);
     g_free(self->method);
     cri_channel_unref(self->channel);
