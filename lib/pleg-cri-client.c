@@ -196,44 +196,87 @@ set_missing_status_error(PlegCriClient *client, const char *method, GError **err
                 cri_channel_get_endpoint(client->channel), method);
 }
 
+/* PodSandboxStatus and ContainerStatus calls, all in flight at once (cri_channel_call_many()). */
+static void
+runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
+                     GCancellable *cancellable)
+{
+    PlegCriClient *client = impl;
+    g_autofree Runtime__V1__PodSandboxStatusRequest *sandbox_requests =
+        g_new(Runtime__V1__PodSandboxStatusRequest, n_queries);
+    g_autofree Runtime__V1__ContainerStatusRequest *container_requests =
+        g_new(Runtime__V1__ContainerStatusRequest, n_queries);
+    g_autofree CriUnaryCall *calls = g_new0(CriUnaryCall, n_queries);
+
+    for (guint i = 0; i < n_queries; i++) {
+        const PlegStatusQuery *q = &queries[i];
+
+        if (q->pod_sandbox_id) {
+            sandbox_requests[i] =
+                (Runtime__V1__PodSandboxStatusRequest)RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
+            sandbox_requests[i].pod_sandbox_id = (char *)q->pod_sandbox_id;
+            calls[i].method = "PodSandboxStatus";
+            calls[i].request = &sandbox_requests[i].base;
+            calls[i].response_descriptor = &runtime__v1__pod_sandbox_status_response__descriptor;
+        } else {
+            container_requests[i] =
+                (Runtime__V1__ContainerStatusRequest)RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
+            container_requests[i].container_id = (char *)q->container_id;
+            calls[i].method = "ContainerStatus";
+            calls[i].request = &container_requests[i].base;
+            calls[i].response_descriptor = &runtime__v1__container_status_response__descriptor;
+        }
+    }
+
+    cri_channel_call_many(client->channel, calls, n_queries, client->timeout_usec, cancellable);
+
+    for (guint i = 0; i < n_queries; i++) {
+        PlegStatusQuery *q = &queries[i];
+
+        if (calls[i].error) {
+            q->error = g_steal_pointer(&calls[i].error);
+        } else if (q->pod_sandbox_id) {
+            g_autoptr(Runtime__V1__PodSandboxStatusResponse) response =
+                (Runtime__V1__PodSandboxStatusResponse *)calls[i].response;
+
+            if (response->status)
+                q->pod_sandbox_status = cri_decode_pod_sandbox_status(response->status);
+            else
+                set_missing_status_error(client, calls[i].method, &q->error);
+        } else {
+            g_autoptr(Runtime__V1__ContainerStatusResponse) response =
+                (Runtime__V1__ContainerStatusResponse *)calls[i].response;
+
+            if (response->status)
+                q->container_status = cri_decode_container_status(response->status);
+            else
+                set_missing_status_error(client, calls[i].method, &q->error);
+        }
+    }
+}
+
 static PlegPodSandboxStatus *
 runtime_pod_sandbox_status(gpointer impl, const char *pod_sandbox_id, GCancellable *cancellable,
                            GError **error)
 {
-    PlegCriClient *client = impl;
-    Runtime__V1__PodSandboxStatusRequest request = RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
-    g_autoptr(Runtime__V1__PodSandboxStatusResponse) response = NULL;
+    PlegStatusQuery query = {.pod_sandbox_id = pod_sandbox_id};
 
-    request.pod_sandbox_id = (char *)pod_sandbox_id;
-    response = call(client, "PodSandboxStatus", &request.base,
-                    &runtime__v1__pod_sandbox_status_response__descriptor, cancellable, error);
-    if (!response)
-        return NULL;
-    if (!response->status) {
-        set_missing_status_error(client, "PodSandboxStatus", error);
-        return NULL;
-    }
-    return cri_decode_pod_sandbox_status(response->status);
+    runtime_get_statuses(impl, &query, 1, cancellable);
+    if (query.error)
+        g_propagate_error(error, query.error);
+    return query.pod_sandbox_status;
 }
 
 static PlegContainerStatus *
 runtime_container_status(gpointer impl, const char *container_id, GCancellable *cancellable,
                          GError **error)
 {
-    PlegCriClient *client = impl;
-    Runtime__V1__ContainerStatusRequest request = RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
-    g_autoptr(Runtime__V1__ContainerStatusResponse) response = NULL;
+    PlegStatusQuery query = {.container_id = container_id};
 
-    request.container_id = (char *)container_id;
-    response = call(client, "ContainerStatus", &request.base,
-                    &runtime__v1__container_status_response__descriptor, cancellable, error);
-    if (!response)
-        return NULL;
-    if (!response->status) {
-        set_missing_status_error(client, "ContainerStatus", error);
-        return NULL;
-    }
-    return cri_decode_container_status(response->status);
+    runtime_get_statuses(impl, &query, 1, cancellable);
+    if (query.error)
+        g_propagate_error(error, query.error);
+    return query.container_status;
 }
 
 static void
@@ -250,6 +293,7 @@ static const PlegRuntimeVTable cri_runtime_vtable = {
     .container_status = runtime_container_status,
     .finalize = runtime_finalize,
     .list_pod_sandboxes_of_pod = runtime_list_pod_sandboxes_of_pod,
+    .get_statuses = runtime_get_statuses,
 };
 
 PlegRuntime *

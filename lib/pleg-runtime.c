@@ -3,6 +3,11 @@
 
 #include <pleg/pleg-runtime.h>
 
+/* Whether @vtable, as compiled by its implementation, has the optional @slot set. */
+#define HAS_SLOT(vtable, slot)                                                                     \
+    ((vtable)->size >= G_STRUCT_OFFSET(PlegRuntimeVTable, slot) + sizeof((vtable)->slot) &&        \
+     (vtable)->slot)
+
 struct _PlegRuntime {
     gatomicrefcount ref_count;
     const PlegRuntimeVTable *vtable;
@@ -15,7 +20,9 @@ pleg_runtime_new(const PlegRuntimeVTable *vtable, gpointer impl)
     PlegRuntime *runtime;
 
     g_return_val_if_fail(vtable != NULL, NULL);
-    g_return_val_if_fail(vtable->size >= sizeof(PlegRuntimeVTable), NULL);
+    g_return_val_if_fail(vtable->size >= G_STRUCT_OFFSET(PlegRuntimeVTable, finalize) +
+                                             sizeof(vtable->finalize),
+                         NULL);
 
     runtime = g_new0(PlegRuntime, 1);
     g_atomic_ref_count_init(&runtime->ref_count);
@@ -63,9 +70,7 @@ pleg_runtime_list_pod_sandboxes_of_pod(PlegRuntime *runtime, const char *pod_uid
     g_return_val_if_fail(runtime != NULL && pod_uid != NULL && ret_sandboxes != NULL, FALSE);
 
     vtable = runtime->vtable;
-    if (vtable->size >= G_STRUCT_OFFSET(PlegRuntimeVTable, list_pod_sandboxes_of_pod) +
-                            sizeof(vtable->list_pod_sandboxes_of_pod) &&
-        vtable->list_pod_sandboxes_of_pod)
+    if (HAS_SLOT(vtable, list_pod_sandboxes_of_pod))
         ok = vtable->list_pod_sandboxes_of_pod(runtime->impl, pod_uid, &all, cancellable, error);
     else
         ok = vtable->list_pod_sandboxes(runtime->impl, &all, cancellable, error);
@@ -106,4 +111,59 @@ pleg_runtime_container_status(PlegRuntime *runtime, const char *container_id,
 {
     g_return_val_if_fail(runtime != NULL && container_id != NULL, NULL);
     return runtime->vtable->container_status(runtime->impl, container_id, cancellable, error);
+}
+
+void
+pleg_runtime_get_statuses(PlegRuntime *runtime, PlegStatusQuery *queries, guint n_queries,
+                          GCancellable *cancellable)
+{
+    const PlegRuntimeVTable *vtable;
+
+    g_return_if_fail(runtime != NULL);
+    g_return_if_fail(n_queries == 0 || queries != NULL);
+    for (guint i = 0; i < n_queries; i++) {
+        g_return_if_fail(!queries[i].pod_sandbox_id != !queries[i].container_id);
+        g_return_if_fail(!queries[i].pod_sandbox_status && !queries[i].container_status &&
+                         !queries[i].error);
+    }
+
+    vtable = runtime->vtable;
+    if (HAS_SLOT(vtable, get_statuses)) {
+        vtable->get_statuses(runtime->impl, queries, n_queries, cancellable);
+    } else {
+        for (guint i = 0; i < n_queries; i++) {
+            PlegStatusQuery *q = &queries[i];
+
+            if (q->pod_sandbox_id)
+                q->pod_sandbox_status = vtable->pod_sandbox_status(runtime->impl, q->pod_sandbox_id,
+                                                                   cancellable, &q->error);
+            else
+                q->container_status = vtable->container_status(runtime->impl, q->container_id,
+                                                               cancellable, &q->error);
+        }
+    }
+
+    /* Each query ends with exactly one of a status and an error, whatever the runtime did. */
+    for (guint i = 0; i < n_queries; i++) {
+        PlegStatusQuery *q = &queries[i];
+        gboolean answered =
+            q->pod_sandbox_id ? q->pod_sandbox_status != NULL : q->container_status != NULL;
+
+        if (answered && q->error)
+            g_clear_error(&q->error);
+        else if (!answered && !q->error)
+            g_set_error(&q->error, G_IO_ERROR, G_IO_ERROR_FAILED,
+                        "the runtime gave neither a status nor an error for %s %s",
+                        q->pod_sandbox_id ? "pod sandbox" : "container",
+                        q->pod_sandbox_id ? q->pod_sandbox_id : q->container_id);
+    }
+}
+
+void
+pleg_status_query_clear(PlegStatusQuery *query)
+{
+    g_return_if_fail(query != NULL);
+    g_clear_pointer(&query->pod_sandbox_status, pleg_pod_sandbox_status_free);
+    g_clear_pointer(&query->container_status, pleg_container_status_free);
+    g_clear_error(&query->error);
 }

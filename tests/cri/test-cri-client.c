@@ -468,8 +468,8 @@ START_TEST(test_list_pod_sandboxes_of_pod)
     ck_assert_str_eq(((PlegPodSandbox *)g_ptr_array_index(labelled, 0))->uid, "uid-a");
     ck_assert_uint_eq(cri_sim_get_n_calls(sim, "ListPodSandbox"), 1);
     packed = cri_sim_get_last_request(sim, "ListPodSandbox");
-    request = runtime__v1__list_pod_sandbox_request__unpack(
-        NULL, g_bytes_get_size(packed), g_bytes_get_data(packed, NULL));
+    request = runtime__v1__list_pod_sandbox_request__unpack(NULL, g_bytes_get_size(packed),
+                                                            g_bytes_get_data(packed, NULL));
     ck_assert_ptr_nonnull(request);
     ck_assert_ptr_nonnull(request->filter);
     ck_assert_uint_eq(request->filter->n_label_selector, 1);
@@ -598,6 +598,114 @@ START_TEST(test_container_status)
     gone = pleg_runtime_container_status(runtime, "ctr-gone", NULL, &error);
     ck_assert_ptr_null(gone);
     assert_cri_error(error, PLEG_CRI_ERROR_NOT_FOUND, endpoint, "ContainerStatus");
+}
+END_TEST
+
+/* One array of mixed queries: each gets its own status or error, in its own slot. */
+START_TEST(test_get_statuses)
+{
+    g_autofree char *path = socket_path("cri.sock");
+    g_autofree char *endpoint = endpoint_for(path);
+    g_autoptr(FakeCriServer) server = fake_cri_server_new(path);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PlegCriClient) client = pleg_cri_client_new(endpoint, 0, &error);
+    g_autoptr(PlegRuntime) runtime = pleg_cri_client_as_runtime(client);
+    PlegStatusQuery queries[] = {
+        {.container_id = "ctr-2"},     {.pod_sandbox_id = "sb-a"}, {.container_id = "ctr-gone"},
+        {.pod_sandbox_id = "sb-gone"}, {.container_id = "ctr-1"},  {.pod_sandbox_id = "sb-b"},
+    };
+
+    pleg_runtime_get_statuses(runtime, queries, G_N_ELEMENTS(queries), NULL);
+
+    ck_assert_ptr_null(queries[0].error);
+    ck_assert_str_eq(queries[0].container_status->id, "ctr-2");
+    ck_assert_int_eq(queries[0].container_status->exit_code, 7);
+    ck_assert_ptr_null(queries[1].error);
+    ck_assert_str_eq(queries[1].pod_sandbox_status->id, "sb-a");
+    ck_assert_str_eq(queries[1].pod_sandbox_status->ips[0], "10.0.0.1");
+    ck_assert_ptr_null(queries[2].container_status);
+    assert_cri_error(queries[2].error, PLEG_CRI_ERROR_NOT_FOUND, endpoint, "ContainerStatus");
+    ck_assert_ptr_null(queries[3].pod_sandbox_status);
+    assert_cri_error(queries[3].error, PLEG_CRI_ERROR_NOT_FOUND, endpoint, "PodSandboxStatus");
+    ck_assert_str_eq(queries[4].container_status->id, "ctr-1");
+    ck_assert_int_eq(queries[4].container_status->state, PLEG_CONTAINER_STATE_RUNNING);
+    ck_assert_str_eq(queries[5].pod_sandbox_status->id, "sb-b");
+    ck_assert_int_eq(queries[5].pod_sandbox_status->state, PLEG_POD_SANDBOX_STATE_NOTREADY);
+    for (gsize i = 0; i < G_N_ELEMENTS(queries); i++) {
+        ck_assert(!queries[i].pod_sandbox_status || !queries[i].container_status);
+        pleg_status_query_clear(&queries[i]);
+        ck_assert(!queries[i].pod_sandbox_status && !queries[i].container_status &&
+                  !queries[i].error);
+    }
+    ck_assert_uint_eq(fake_cri_server_get_n_calls(server), G_N_ELEMENTS(queries));
+}
+END_TEST
+
+typedef struct {
+    PlegRuntime *runtime;
+    PlegStatusQuery *queries;
+    guint n_queries;
+    GCancellable *cancellable;
+} GetStatusesData;
+
+static gpointer
+get_statuses_main(gpointer data)
+{
+    GetStatusesData *d = data;
+
+    pleg_runtime_get_statuses(d->runtime, d->queries, d->n_queries, d->cancellable);
+    return NULL;
+}
+
+typedef struct {
+    CriSim *sim;
+    guint n;
+} CallsWait;
+
+static gboolean
+container_status_calls_reached(gpointer data)
+{
+    CallsWait *w = data;
+
+    return cri_sim_get_n_calls(w->sim, "ContainerStatus") >= w->n;
+}
+
+/* The queries are on the wire together, at most CRI_CALLS_IN_FLIGHT_MAX at a time: with a runtime
+ * that never answers, exactly that many calls arrive; cancelling ends them all and the rest are
+ * never sent. */
+START_TEST(test_get_statuses_in_flight_together)
+{
+    g_autofree char *path = socket_path("sim.sock");
+    g_autofree char *endpoint = endpoint_for(path);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CriSim) sim = cri_sim_new(path, &error);
+    g_autoptr(PlegCriClient) client = pleg_cri_client_new(endpoint, 0, &error);
+    g_autoptr(PlegRuntime) runtime = pleg_cri_client_as_runtime(client);
+    g_autoptr(GCancellable) cancellable = g_cancellable_new();
+    g_autoptr(GPtrArray) ids = g_ptr_array_new_with_free_func(g_free);
+    PlegStatusQuery queries[CRI_CALLS_IN_FLIGHT_MAX + 8] = {{0}};
+    GetStatusesData data = {runtime, queries, G_N_ELEMENTS(queries), cancellable};
+    CallsWait wait = {sim, CRI_CALLS_IN_FLIGHT_MAX};
+    GThread *thread;
+
+    ck_assert_ptr_nonnull(sim);
+    for (guint i = 0; i < G_N_ELEMENTS(queries); i++) {
+        g_ptr_array_add(ids, g_strdup_printf("ctr-%u", i));
+        queries[i].container_id = ids->pdata[i];
+    }
+    cri_sim_set_delay(sim, "ContainerStatus", -1);
+
+    thread = g_thread_new("get-statuses", get_statuses_main, &data);
+    ck_assert(wait_until(container_status_calls_reached, &wait, 30 * G_USEC_PER_SEC));
+    g_cancellable_cancel(cancellable);
+    g_thread_join(thread);
+
+    ck_assert_uint_eq(cri_sim_get_n_calls(sim, "ContainerStatus"), CRI_CALLS_IN_FLIGHT_MAX);
+    for (guint i = 0; i < G_N_ELEMENTS(queries); i++) {
+        ck_assert_ptr_null(queries[i].container_status);
+        assert_cri_error(queries[i].error, PLEG_CRI_ERROR_CANCELLED, endpoint, "ContainerStatus");
+        pleg_status_query_clear(&queries[i]);
+    }
 }
 END_TEST
 
@@ -899,6 +1007,8 @@ cri_client_suite(void)
     tcase_add_test(calls, test_list_containers);
     tcase_add_test(calls, test_pod_sandbox_status);
     tcase_add_test(calls, test_container_status);
+    tcase_add_test(calls, test_get_statuses);
+    tcase_add_test(calls, test_get_statuses_in_flight_together);
     tcase_add_test(calls, test_runtime_outlives_client);
     tcase_add_test(calls, test_concurrent_calls);
     suite_add_tcase(s, calls);

@@ -15,6 +15,27 @@ G_BEGIN_DECLS
 typedef struct _PlegRuntime PlegRuntime;
 
 /**
+ * PlegStatusQuery:
+ * @pod_sandbox_id: ask for this sandbox's status (CRI PodSandboxStatus), or %NULL.
+ * @container_id: ask for this container's status (CRI ContainerStatus), or %NULL.  Exactly one
+ *   of @pod_sandbox_id and @container_id is set.
+ * @pod_sandbox_status: (out) (transfer full): the sandbox's status, or %NULL.
+ * @container_status: (out) (transfer full): the container's status, or %NULL.
+ * @error: (out) (transfer full): why there is no status, or %NULL.  An object that no longer
+ *   exists is %G_IO_ERROR_NOT_FOUND or %PLEG_CRI_ERROR_NOT_FOUND, as from the single calls.
+ *
+ * One status asked of pleg_runtime_get_statuses().  The caller sets the id and zeroes the
+ * rest; pleg_status_query_clear() frees what came back.
+ */
+typedef struct {
+    const char *pod_sandbox_id;
+    const char *container_id;
+    PlegPodSandboxStatus *pod_sandbox_status;
+    PlegContainerStatus *container_status;
+    GError *error;
+} PlegStatusQuery;
+
+/**
  * PlegRuntimeVTable:
  * @size: sizeof (PlegRuntimeVTable) as compiled by the implementation; lets the table grow.
  * @list_pod_sandboxes: CRI ListPodSandbox with no filter.  On success stores a new
@@ -50,11 +71,14 @@ typedef struct {
     gboolean (*list_pod_sandboxes_of_pod)(gpointer impl, const char *pod_uid,
                                           GPtrArray **ret_sandboxes, GCancellable *cancellable,
                                           GError **error);
+    void (*get_statuses)(gpointer impl, PlegStatusQuery *queries, guint n_queries,
+                         GCancellable *cancellable);
 } PlegRuntimeVTable;
 
 /**
  * pleg_runtime_new:
- * @vtable: (transfer none): static table of operations; must outlive the runtime.
+ * @vtable: (transfer none): static table of operations; must outlive the runtime.  Its @size
+ *   covers at least the slots up to @finalize, which are required.
  * @impl: (transfer full): implementation data passed to each operation.
  *
  * Returns: (transfer full): a new reference-counted runtime.  Thread-safe.
@@ -83,5 +107,25 @@ PlegPodSandboxStatus *pleg_runtime_pod_sandbox_status(PlegRuntime *runtime,
                                                       GCancellable *cancellable, GError **error);
 PlegContainerStatus *pleg_runtime_container_status(PlegRuntime *runtime, const char *container_id,
                                                    GCancellable *cancellable, GError **error);
+
+/**
+ * pleg_runtime_get_statuses:
+ * @queries: (array length=n_queries) (inout): the statuses to ask for; see #PlegStatusQuery.
+ * @cancellable: (nullable): cancels the queries not yet answered.
+ *
+ * Answers every query, in no particular order, through the runtime's get_statuses when it has
+ * one, else one pod_sandbox_status or container_status call after another.  Each query ends
+ * with a status or an error, never both; a query the runtime left unanswered gets an error.
+ * Synchronous; any thread.
+ */
+void pleg_runtime_get_statuses(PlegRuntime *runtime, PlegStatusQuery *queries, guint n_queries,
+                               GCancellable *cancellable);
+
+/**
+ * pleg_status_query_clear:
+ *
+ * Frees the status or error of @query and sets them to %NULL; leaves the ids.
+ */
+void pleg_status_query_clear(PlegStatusQuery *query);
 
 G_END_DECLS
