@@ -279,8 +279,8 @@ group_pods(GPtrArray *sandboxes, GPtrArray *containers)
 
     for (guint i = 0; i < containers->len; i++) {
         const PlegContainer *c = g_ptr_array_index(containers, i);
-        const char *uid = c->pod_sandbox_id ? g_hash_table_lookup(sandbox_uids, c->pod_sandbox_id)
-                                            : NULL;
+        const char *uid =
+            c->pod_sandbox_id ? g_hash_table_lookup(sandbox_uids, c->pod_sandbox_id) : NULL;
         PodSnapshot *pod;
         PodEntry *entry;
 
@@ -344,7 +344,8 @@ add_transitions(GArray *out, const char *id, PlegState before, PlegState after)
 }
 
 static void
-add_entries_transitions(GArray *out, GPtrArray *entries, const PodSnapshot *other, gboolean old_side)
+add_entries_transitions(GArray *out, GPtrArray *entries, const PodSnapshot *other,
+                        gboolean old_side)
 {
     for (guint i = 0; i < entries->len; i++) {
         const PodEntry *e = g_ptr_array_index(entries, i);
@@ -560,59 +561,50 @@ has_ready_sandbox(const PlegPodStatus *status)
     return FALSE;
 }
 
-static gboolean
-inspect_container(PlegGeneric *pleg, PlegPodStatus *status, const char *id, GError **error)
-{
-    g_autoptr(GError) local_error = NULL;
-    PlegContainerStatus *cs;
-
-    cs = pleg_runtime_container_status(pleg->runtime, id, pleg->cancellable, &local_error);
-    if (!cs) {
-        if (is_not_found(local_error))
-            return TRUE;
-        g_propagate_error(error, g_steal_pointer(&local_error));
-        return FALSE;
-    }
-    g_ptr_array_add(status->container_statuses, cs);
-    return TRUE;
-}
-
 /* kubelet's GetPodStatus: every sandbox's status, newest first, then the status of every
- * container the listing placed in the pod.  The listing that built @pod is moments old, so the
- * containers are not listed again.  Objects that vanish meanwhile are skipped; any other error
- * fails the pod. */
+ * container the listing placed in the pod, asked all at once (pleg_runtime_get_statuses()).
+ * The listing that built @pod is moments old, so the containers are not listed again.  Objects
+ * that vanish meanwhile are skipped; any other error fails the pod. */
 static PlegPodStatus *
 inspect_pod(PlegGeneric *pleg, const PodSnapshot *pod, PlegPodStatus *previous, GError **error)
 {
     g_autoptr(PlegPodStatus) status = pleg_pod_status_new(pod->uid);
+    guint n_sandboxes = pod->sandboxes->len;
+    guint n_queries = n_sandboxes + pod->containers->len;
+    g_autofree PlegStatusQuery *queries = g_new0(PlegStatusQuery, n_queries);
+    GError *failure = NULL;
 
-    for (guint i = 0; i < pod->sandboxes->len; i++) {
-        const PodEntry *e = g_ptr_array_index(pod->sandboxes, i);
-        g_autoptr(GError) local_error = NULL;
-        PlegPodSandboxStatus *ss;
+    for (guint i = 0; i < n_sandboxes; i++)
+        queries[i].pod_sandbox_id = ((const PodEntry *)pod->sandboxes->pdata[i])->id;
+    for (guint i = 0; i < pod->containers->len; i++)
+        queries[n_sandboxes + i].container_id = ((const PodEntry *)pod->containers->pdata[i])->id;
+    pleg_runtime_get_statuses(pleg->runtime, queries, n_queries, pleg->cancellable);
 
-        ss = pleg_runtime_pod_sandbox_status(pleg->runtime, e->id, pleg->cancellable,
-                                             &local_error);
-        if (!ss) {
-            if (is_not_found(local_error))
-                continue;
-            g_propagate_error(error, g_steal_pointer(&local_error));
-            return NULL;
+    for (guint i = 0; i < n_queries; i++) {
+        PlegStatusQuery *q = &queries[i];
+        PlegPodSandboxStatus *ss = q->pod_sandbox_status;
+
+        if (q->error) {
+            if (!failure && !is_not_found(q->error))
+                failure = g_steal_pointer(&q->error);
+        } else if (ss) {
+            g_ptr_array_add(status->sandbox_statuses, g_steal_pointer(&q->pod_sandbox_status));
+            if (!status->name) {
+                status->name = g_strdup(ss->name);
+                status->namespace_ = g_strdup(ss->namespace_);
+            }
+            if (i == 0 && ss->state == PLEG_POD_SANDBOX_STATE_READY && ss->ips && ss->ips[0]) {
+                g_strfreev(status->ips);
+                status->ips = g_strdupv(ss->ips);
+            }
+        } else {
+            g_ptr_array_add(status->container_statuses, g_steal_pointer(&q->container_status));
         }
-        g_ptr_array_add(status->sandbox_statuses, ss);
-        if (!status->name) {
-            status->name = g_strdup(ss->name);
-            status->namespace_ = g_strdup(ss->namespace_);
-        }
-        if (i == 0 && ss->state == PLEG_POD_SANDBOX_STATE_READY && ss->ips && ss->ips[0]) {
-            g_strfreev(status->ips);
-            status->ips = g_strdupv(ss->ips);
-        }
+        pleg_status_query_clear(q);
     }
-    for (guint i = 0; i < pod->containers->len; i++) {
-        const PodEntry *e = g_ptr_array_index(pod->containers, i);
-        if (!inspect_container(pleg, status, e->id, error))
-            return NULL;
+    if (failure) {
+        g_propagate_error(error, failure);
+        return NULL;
     }
 
     /* kubelet keeps the last known IPs of a pod whose sandboxes are all gone or not ready. */
@@ -770,7 +762,7 @@ update_running_metrics(PlegGeneric *pleg, GHashTable *pods, GPtrArray *container
  * round trips to the runtime, so they overlap well, and one pod whose status call hangs until
  * its deadline no longer holds back every pod after it.  Each pod is still reconciled as one
  * unit under state_lock, so events within a pod keep their order; across pods there is none. */
-#define RECONCILE_THREADS 4
+#define RECONCILE_THREADS           4
 #define RECONCILE_PARALLEL_MIN_PODS 4
 
 typedef struct {
@@ -927,8 +919,8 @@ list_pod(PlegGeneric *pleg, const char *pod_uid, PodSnapshot **ret_pod, GError *
 {
     g_autoptr(GPtrArray) sandboxes = NULL;
     g_autoptr(GPtrArray) mine = g_ptr_array_new();
-    g_autoptr(GPtrArray) containers = g_ptr_array_new_with_free_func(
-        (GDestroyNotify)pleg_container_free);
+    g_autoptr(GPtrArray) containers =
+        g_ptr_array_new_with_free_func((GDestroyNotify)pleg_container_free);
     g_autoptr(GHashTable) pods = NULL;
 
     if (!pleg_runtime_list_pod_sandboxes_of_pod(pleg->runtime, pod_uid, &sandboxes,
@@ -1106,8 +1098,7 @@ pleg_generic_resume_pod(PlegGeneric *pleg, const char *pod_uid)
         count_request(pleg, source, "dropped");
 }
 
-static void
-notify_relist(PlegGeneric *pleg, const GError *error, gint64 timestamp_ns);
+static void notify_relist(PlegGeneric *pleg, const GError *error, gint64 timestamp_ns);
 
 static gpointer
 dispatcher_thread(gpointer data)
@@ -1320,16 +1311,16 @@ register_metrics(PlegGeneric *pleg)
     pleg->m.relist_duration =
         pleg_metrics_register(r, PLEG_METRIC_HISTOGRAM, "kubelet_pleg_relist_duration_seconds",
                               "Duration in seconds for relisting pods in PLEG.", NULL, NULL, 0);
-    pleg->m.relist_interval = pleg_metrics_register(
-        r, PLEG_METRIC_HISTOGRAM, "kubelet_pleg_relist_interval_seconds",
-        "Interval in seconds between relisting in PLEG.", NULL, NULL, 0);
+    pleg->m.relist_interval =
+        pleg_metrics_register(r, PLEG_METRIC_HISTOGRAM, "kubelet_pleg_relist_interval_seconds",
+                              "Interval in seconds between relisting in PLEG.", NULL, NULL, 0);
     pleg->m.pod_relist_duration = pleg_metrics_register(
         r, PLEG_METRIC_HISTOGRAM, "kubelet_pleg_pod_relist_duration_seconds",
         "Duration in seconds of a targeted relist of one pod in PLEG.", NULL, NULL, 0);
     pleg->m.discard_events = pleg_metrics_register(
         r, PLEG_METRIC_COUNTER, "kubelet_pleg_discard_events",
-        "The number of discard events in PLEG (deferred to a later relist by libpleg).", NULL,
-        NULL, 0);
+        "The number of discard events in PLEG (deferred to a later relist by libpleg).", NULL, NULL,
+        0);
     pleg->m.last_seen = pleg_metrics_register(
         r, PLEG_METRIC_GAUGE, "kubelet_pleg_last_seen_seconds",
         "Timestamp in seconds when PLEG was last seen active.", NULL, NULL, 0);
@@ -1400,8 +1391,7 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
 
     g_mutex_init(&pleg->relist_lock);
     pleg->cancellable = g_cancellable_new();
-    pleg->reconcile_pool =
-        g_thread_pool_new(reconcile_task, NULL, RECONCILE_THREADS, FALSE, NULL);
+    pleg->reconcile_pool = g_thread_pool_new(reconcile_task, NULL, RECONCILE_THREADS, FALSE, NULL);
 
     g_mutex_init(&pleg->state_lock);
     pleg->records =
