@@ -6,11 +6,13 @@
  * Each pod runs one container.  A pacer thread exits one container every --spacing-us, pods in
  * turn, noting the time just before the exit, and starts its replacement at once (as kubelet
  * restarts a crashed container); when the host reports ContainerDied for it, this thread (the
- * host context) notes the time and removes the dead container (as kubelet's GC would), so the
- * node stays at 100 pods and 100-200 containers.  Prints p50/p99/max per mode, the ratios and
- * the Generic PLEG's own timings; the goal is p99 < 5 ms with the stream healthy.
+ * host context) notes the time.  Dead containers stay, as kubelet's GC removes them minutes
+ * later, so each pod ends with 10 dead ones; with --remove-dead the dead container is removed
+ * at once instead, and every pod changes between two global relists.  Prints p50/p99/max per
+ * mode, the ratios and the Generic PLEG's own timings.  The goal is p99 < 5 ms with the stream
+ * healthy; the benchmark fails when it is missed or an exit is never reported.
  *
- *   bench-evented [--exits=N] [--pods=N] [--spacing-us=N]
+ *   bench-evented [--exits=N] [--pods=N] [--spacing-us=N] [--remove-dead]
  */
 #include <stdlib.h>
 #include <string.h>
@@ -328,5 +330,5 @@ main(int argc, char **argv)
             on.p99_ms < GOAL_P99_MS ? "met" : "NOT met", on.p99_ms);
     if (!ok)
         g_printerr("bench-evented: not every exit was reported\n");
-    return ok ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ok && on.p99_ms < GOAL_P99_MS ? EXIT_SUCCESS : EXIT_FAILURE;
 }
