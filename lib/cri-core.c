@@ -259,14 +259,14 @@ on_cancelled(GCancellable *cancellable, gpointer call)
 }
 
 static grpc_call *
-create_call(CriChannel *self, const char *method, grpc_completion_queue *cq, gint64 timeout_usec)
+create_call(CriChannel *self, const char *method, grpc_completion_queue *cq, gpr_timespec deadline)
 {
     g_autofree char *path = g_strconcat("/" CRI_RUNTIME_SERVICE "/", method, NULL);
     grpc_slice method_slice = grpc_slice_from_copied_string(path);
     grpc_call *call;
 
     call = grpc_channel_create_call(self->channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method_slice,
-                                    NULL, deadline_from_timeout(timeout_usec), NULL);
+                                    NULL, deadline, NULL);
     grpc_slice_unref(method_slice);
     return call;
 }
@@ -368,12 +368,12 @@ on_calls_cancelled(GCancellable *cancellable, gpointer data)
 }
 
 static gboolean
-unary_start(CriChannel *self, Unary *u, grpc_completion_queue *cq, gint64 timeout_usec)
+unary_start(CriChannel *self, Unary *u, grpc_completion_queue *cq, gpr_timespec deadline)
 {
     grpc_call_error call_error;
     grpc_op ops[6] = {0};
 
-    u->call = create_call(self, u->spec->method, cq, timeout_usec);
+    u->call = create_call(self, u->spec->method, cq, deadline);
     call_io_init(&u->io, u->spec->request);
     call_io_send_ops(&u->io, ops);
     ops[4].op = GRPC_OP_RECV_MESSAGE;
@@ -420,6 +420,7 @@ cri_channel_call_many(CriChannel *self, CriUnaryCall *calls, guint n_calls, gint
 {
     InFlight in_flight = {0};
     g_autofree Unary *unary = NULL;
+    gpr_timespec deadline;
     grpc_completion_queue *cq;
     gulong cancel_id = 0;
     guint next = 0, running = 0;
@@ -427,14 +428,18 @@ cri_channel_call_many(CriChannel *self, CriUnaryCall *calls, guint n_calls, gint
     g_return_if_fail(self != NULL);
     g_return_if_fail(n_calls == 0 || calls != NULL);
 
-    for (guint i = 0; i < n_calls; i++) {
+    for (guint i = 0; i < n_calls; i++)
         g_return_if_fail(calls[i].method && calls[i].request && calls[i].response_descriptor);
+    for (guint i = 0; i < n_calls; i++) {
         calls[i].response = NULL;
         calls[i].error = NULL;
     }
     if (n_calls == 0)
         return;
 
+    /* One deadline for the batch: calls that wait for a free slot get no extra time, so a
+     * runtime that stops answering costs one timeout, however many calls there are. */
+    deadline = deadline_from_timeout(timeout_usec);
     g_mutex_init(&in_flight.lock);
     in_flight.calls = g_ptr_array_new();
     unary = g_new0(Unary, n_calls);
@@ -461,7 +466,7 @@ cri_channel_call_many(CriChannel *self, CriUnaryCall *calls, guint n_calls, gint
                             self->endpoint, u->spec->method, "call cancelled");
                 continue;
             }
-            if (!unary_start(self, u, cq, timeout_usec)) {
+            if (!unary_start(self, u, cq, deadline)) {
                 unary_finish(self, u);
                 continue;
             }
@@ -562,7 +567,7 @@ cri_stream_start(CriChannel *channel, const char *method, const ProtobufCMessage
     self->method = g_strdup(method);
     self->response_descriptor = response_descriptor;
     self->cq = grpc_completion_queue_create_for_next(NULL);
-    self->call = create_call(channel, method, self->cq, timeout_usec);
+    self->call = create_call(channel, method, self->cq, deadline_from_timeout(timeout_usec));
     call_io_init(&self->io, request);
 
     call_io_send_ops(&self->io, ops);

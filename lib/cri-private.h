@@ -95,7 +95,7 @@ typedef struct {
 /**
  * cri_channel_call_many:
  * @calls: (array length=n_calls): the calls; each gets its @response or @error.
- * @timeout_usec: deadline of each call from its start; <= 0 means none.
+ * @timeout_usec: deadline of the whole batch from now, shared by every call; <= 0 means none.
  * @cancellable: (nullable): cancelling it cancels every call not yet finished; they fail with
  *   %PLEG_CRI_ERROR_CANCELLED.
  *

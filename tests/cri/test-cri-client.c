@@ -709,6 +709,35 @@ START_TEST(test_get_statuses_in_flight_together)
 }
 END_TEST
 
+/* A runtime that stops answering: an array longer than the in-flight window still ends after
+ * one deadline, not one per window (the client's timeout is 1 s; one per window would be 3 s). */
+START_TEST(test_get_statuses_one_deadline)
+{
+    g_autofree char *path = socket_path("sim.sock");
+    g_autofree char *endpoint = endpoint_for(path);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CriSim) sim = cri_sim_new(path, &error);
+    g_autoptr(PlegCriClient) client = pleg_cri_client_new(endpoint, G_USEC_PER_SEC, &error);
+    g_autoptr(PlegRuntime) runtime = pleg_cri_client_as_runtime(client);
+    PlegStatusQuery queries[2 * CRI_CALLS_IN_FLIGHT_MAX + 6] = {{0}};
+    gint64 start;
+
+    ck_assert_ptr_nonnull(sim);
+    for (guint i = 0; i < G_N_ELEMENTS(queries); i++)
+        queries[i].container_id = "ctr-hung";
+    cri_sim_set_delay(sim, "ContainerStatus", -1);
+
+    start = g_get_monotonic_time();
+    pleg_runtime_get_statuses(runtime, queries, G_N_ELEMENTS(queries), NULL);
+    ck_assert_int_lt(g_get_monotonic_time() - start, 2 * G_USEC_PER_SEC);
+    for (guint i = 0; i < G_N_ELEMENTS(queries); i++) {
+        assert_cri_error(queries[i].error, PLEG_CRI_ERROR_DEADLINE_EXCEEDED, endpoint,
+                         "ContainerStatus");
+        pleg_status_query_clear(&queries[i]);
+    }
+}
+END_TEST
+
 START_TEST(test_runtime_outlives_client)
 {
     g_autofree char *path = socket_path("cri.sock");
@@ -1009,6 +1038,7 @@ cri_client_suite(void)
     tcase_add_test(calls, test_container_status);
     tcase_add_test(calls, test_get_statuses);
     tcase_add_test(calls, test_get_statuses_in_flight_together);
+    tcase_add_test(calls, test_get_statuses_one_deadline);
     tcase_add_test(calls, test_runtime_outlives_client);
     tcase_add_test(calls, test_concurrent_calls);
     suite_add_tcase(s, calls);
