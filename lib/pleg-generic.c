@@ -168,13 +168,6 @@ state_from_container(PlegContainerState state)
     return STATE_UNKNOWN;
 }
 
-static gboolean
-is_not_found(const GError *error)
-{
-    return g_error_matches(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_NOT_FOUND) ||
-           g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND);
-}
-
 /* --- snapshots ---------------------------------------------------------------------------- */
 
 static void
@@ -585,7 +578,7 @@ inspect_pod(PlegGeneric *pleg, const PodSnapshot *pod, PlegPodStatus *previous, 
         PlegPodSandboxStatus *ss = q->pod_sandbox_status;
 
         if (q->error) {
-            if (!failure && !is_not_found(q->error))
+            if (!failure && !pleg_error_is_not_found(q->error))
                 failure = g_steal_pointer(&q->error);
         } else if (ss) {
             g_ptr_array_add(status->sandbox_statuses, g_steal_pointer(&q->pod_sandbox_status));
@@ -597,7 +590,7 @@ inspect_pod(PlegGeneric *pleg, const PodSnapshot *pod, PlegPodStatus *previous, 
                 g_strfreev(status->ips);
                 status->ips = g_strdupv(ss->ips);
             }
-        } else {
+        } else if (q->container_status) {
             g_ptr_array_add(status->container_statuses, g_steal_pointer(&q->container_status));
         }
         pleg_status_query_clear(q);

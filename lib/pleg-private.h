@@ -33,3 +33,7 @@ G_GNUC_INTERNAL void pleg_pod_cache_set_global_timestamp(PlegPodCache *cache, gi
  * (or none ran). */
 G_GNUC_INTERNAL void pleg_generic_get_runtime_state(PlegGeneric *pleg, gboolean *ret_ever_reached,
                                     GError **ret_error);
+
+/* pleg-runtime.c: whether @error says the sandbox or container asked for no longer exists
+ * (%PLEG_CRI_ERROR_NOT_FOUND or %G_IO_ERROR_NOT_FOUND, see #PlegRuntimeVTable). */
+G_GNUC_INTERNAL gboolean pleg_error_is_not_found(const GError *error);

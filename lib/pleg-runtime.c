@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "pleg-config.h"
 
+#include <pleg/pleg-cri-client.h>
 #include <pleg/pleg-runtime.h>
+
+#include "pleg-private.h"
 
 /* Whether @vtable, as compiled by its implementation, has the optional @slot set. */
 #define HAS_SLOT(vtable, slot)                                                                     \
@@ -113,6 +116,41 @@ pleg_runtime_container_status(PlegRuntime *runtime, const char *container_id,
     return runtime->vtable->container_status(runtime->impl, container_id, cancellable, error);
 }
 
+gboolean
+pleg_error_is_not_found(const GError *error)
+{
+    return g_error_matches(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_NOT_FOUND) ||
+           g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND);
+}
+
+/* Asks in order; after the first failure other than "not found" (a timeout, a runtime gone),
+ * the queries left get that error without being asked, so that a hung runtime costs one
+ * deadline, not one per query. */
+static void
+get_statuses_one_by_one(PlegRuntime *runtime, PlegStatusQuery *queries, guint n_queries,
+                        GCancellable *cancellable)
+{
+    const PlegRuntimeVTable *vtable = runtime->vtable;
+    const GError *failure = NULL;
+
+    for (guint i = 0; i < n_queries; i++) {
+        PlegStatusQuery *q = &queries[i];
+
+        if (failure) {
+            q->error = g_error_copy(failure);
+            continue;
+        }
+        if (q->pod_sandbox_id)
+            q->pod_sandbox_status = vtable->pod_sandbox_status(runtime->impl, q->pod_sandbox_id,
+                                                               cancellable, &q->error);
+        else
+            q->container_status =
+                vtable->container_status(runtime->impl, q->container_id, cancellable, &q->error);
+        if (q->error && !pleg_error_is_not_found(q->error))
+            failure = q->error;
+    }
+}
+
 void
 pleg_runtime_get_statuses(PlegRuntime *runtime, PlegStatusQuery *queries, guint n_queries,
                           GCancellable *cancellable)
@@ -128,27 +166,22 @@ pleg_runtime_get_statuses(PlegRuntime *runtime, PlegStatusQuery *queries, guint 
     }
 
     vtable = runtime->vtable;
-    if (HAS_SLOT(vtable, get_statuses)) {
+    if (HAS_SLOT(vtable, get_statuses))
         vtable->get_statuses(runtime->impl, queries, n_queries, cancellable);
-    } else {
-        for (guint i = 0; i < n_queries; i++) {
-            PlegStatusQuery *q = &queries[i];
+    else
+        get_statuses_one_by_one(runtime, queries, n_queries, cancellable);
 
-            if (q->pod_sandbox_id)
-                q->pod_sandbox_status = vtable->pod_sandbox_status(runtime->impl, q->pod_sandbox_id,
-                                                                   cancellable, &q->error);
-            else
-                q->container_status = vtable->container_status(runtime->impl, q->container_id,
-                                                               cancellable, &q->error);
-        }
-    }
-
-    /* Each query ends with exactly one of a status and an error, whatever the runtime did. */
+    /* Each query ends with exactly one of a status of its kind and an error, whatever the
+     * runtime did. */
     for (guint i = 0; i < n_queries; i++) {
         PlegStatusQuery *q = &queries[i];
-        gboolean answered =
-            q->pod_sandbox_id ? q->pod_sandbox_status != NULL : q->container_status != NULL;
+        gboolean answered;
 
+        if (q->pod_sandbox_id)
+            g_clear_pointer(&q->container_status, pleg_container_status_free);
+        else
+            g_clear_pointer(&q->pod_sandbox_status, pleg_pod_sandbox_status_free);
+        answered = q->pod_sandbox_status || q->container_status;
         if (answered && q->error)
             g_clear_error(&q->error);
         else if (!answered && !q->error)

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pleg_runtime_get_statuses() over runtimes that lack the get_statuses slot, that were compiled
- * before it existed, or that answer a query with neither a status nor an error.
+ * before it existed, that time out, or that answer a query with neither a status nor an error
+ * or with a status of the wrong kind.
  */
 #include "core-test.h"
 
-/* A runtime knowing sandbox "s1" and container "c1"; counts its calls. */
+/* A runtime knowing sandbox "s1" and container "c1", timing out on container "c-hung"; counts
+ * its calls. */
 typedef struct {
     guint n_single_calls;
     guint n_batch_calls;
@@ -48,6 +50,10 @@ container_status(gpointer impl, const char *id, GCancellable *cancellable, GErro
     PlegContainerStatus *status;
 
     counts->n_single_calls++;
+    if (g_strcmp0(id, "c-hung") == 0) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "container %s: deadline exceeded", id);
+        return NULL;
+    }
     if (g_strcmp0(id, "c1") != 0) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "no container %s", id);
         return NULL;
@@ -57,7 +63,7 @@ container_status(gpointer impl, const char *id, GCancellable *cancellable, GErro
     return status;
 }
 
-/* Answers only sandbox queries, and leaves container queries untouched: a broken runtime. */
+/* Answers sandbox queries, and container queries with a sandbox status: a broken runtime. */
 static void
 forgetful_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
                        GCancellable *cancellable)
@@ -66,9 +72,7 @@ forgetful_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
 
     counts->n_batch_calls++;
     for (guint i = 0; i < n_queries; i++)
-        if (queries[i].pod_sandbox_id)
-            queries[i].pod_sandbox_status =
-                sandbox_status(impl, queries[i].pod_sandbox_id, cancellable, &queries[i].error);
+        queries[i].pod_sandbox_status = sandbox_status(impl, "s1", cancellable, NULL);
 }
 
 #define BASE_SLOTS                                                                                 \
@@ -134,6 +138,29 @@ START_TEST(test_older_table_one_by_one)
 }
 END_TEST
 
+/* One by one, the first failure that is not "not found" ends the asking: the rest get it too. */
+START_TEST(test_one_by_one_stops_at_failure)
+{
+    Counts counts = {0};
+    PlegStatusQuery queries[] = {
+        {.container_id = "c-gone"}, {.pod_sandbox_id = "s1"}, {.container_id = "c-hung"},
+        {.container_id = "c1"},     {.pod_sandbox_id = "s1"},
+    };
+
+    ask(&without_slot, &counts, queries, G_N_ELEMENTS(queries));
+    ck_assert_uint_eq(counts.n_single_calls, 3);
+    ck_assert(g_error_matches(queries[0].error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND));
+    ck_assert_str_eq(queries[1].pod_sandbox_status->id, "s1");
+    for (gsize i = 2; i < G_N_ELEMENTS(queries); i++) {
+        ck_assert(!queries[i].pod_sandbox_status && !queries[i].container_status);
+        ck_assert(g_error_matches(queries[i].error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT));
+        ck_assert_str_eq(queries[i].error->message, "container c-hung: deadline exceeded");
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(queries); i++)
+        pleg_status_query_clear(&queries[i]);
+}
+END_TEST
+
 START_TEST(test_unanswered_query_gets_error)
 {
     Counts counts = {0};
@@ -147,6 +174,7 @@ START_TEST(test_unanswered_query_gets_error)
     ck_assert_str_eq(queries[0].pod_sandbox_status->id, "s1");
     ck_assert_ptr_null(queries[0].error);
     ck_assert_ptr_null(queries[1].container_status);
+    ck_assert_ptr_null(queries[1].pod_sandbox_status); /* the wrong kind is dropped */
     ck_assert(g_error_matches(queries[1].error, G_IO_ERROR, G_IO_ERROR_FAILED));
     ck_assert_str_eq(queries[1].error->message,
                      "the runtime gave neither a status nor an error for container c1");
@@ -163,6 +191,7 @@ main(void)
 
     tcase_add_test(tc, test_without_slot_one_by_one);
     tcase_add_test(tc, test_older_table_one_by_one);
+    tcase_add_test(tc, test_one_by_one_stops_at_failure);
     tcase_add_test(tc, test_unanswered_query_gets_error);
     suite_add_tcase(suite, tc);
     return run_suite(suite);

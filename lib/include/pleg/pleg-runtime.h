@@ -51,6 +51,13 @@ typedef struct {
  *   relists.  The CRI client asks with kubelet's label selector `io.kubernetes.pod.uid=<uid>`.
  *   Implementations may return more than the pod's sandboxes; callers keep only those whose
  *   @uid matches.  %NULL (or a table whose @size predates the slot) lists every sandbox.
+ * @get_statuses: (nullable): answers every query of an array, each with a status or an error,
+ *   with the calls in flight together where the implementation can; the PLEG inspects a pod's
+ *   sandboxes and containers with one such array (kubelet's GetPodStatus).  The CRI client
+ *   puts up to 32 PodSandboxStatus and ContainerStatus calls on its connection at once, all
+ *   under one deadline (its timeout, from the start of the array).  %NULL (or a table whose
+ *   @size predates the slot) asks @pod_sandbox_status and @container_status one query after
+ *   another; see pleg_runtime_get_statuses().
  *
  * Every call is synchronous, may be made from any thread, and honours @cancellable and the
  * implementation's own per-call deadline.  Failures set @error; the PLEG treats every error
@@ -114,8 +121,10 @@ PlegContainerStatus *pleg_runtime_container_status(PlegRuntime *runtime, const c
  * @cancellable: (nullable): cancels the queries not yet answered.
  *
  * Answers every query, in no particular order, through the runtime's get_statuses when it has
- * one, else one pod_sandbox_status or container_status call after another.  Each query ends
- * with a status or an error, never both; a query the runtime left unanswered gets an error.
+ * one, else one pod_sandbox_status or container_status call after another; there the first
+ * failure other than not-found (a timeout, a runtime gone) is also given to the queries after
+ * it, unasked, so a hung runtime costs one deadline, not one per query.  Each query ends with
+ * a status or an error, never both; a query the runtime left unanswered gets an error.
  * Synchronous; any thread.
  */
 void pleg_runtime_get_statuses(PlegRuntime *runtime, PlegStatusQuery *queries, guint n_queries,
