@@ -4,7 +4,9 @@
 # Builds examples/out-of-tree-plugin as a plugin author outside this tree would, against libpleg as
 # installed (headers and pkg-config file), and loads it with the installed plegd:
 #
-#   1. meson setup + install of libpleg with --prefix in a temporary directory (no tests);
+#   1. meson setup + install of libpleg with --prefix in a temporary directory (no tests); the
+#      installed plegd.service must name that prefix's plegd and plugin folder and pass
+#      `systemd-analyze verify`;
 #   2. the example configured with PKG_CONFIG_PATH at that prefix only, built with -Dwerror=true;
 #      it must have been compiled against the installed headers, export only
 #      pleg_plugin_descriptor and not link against libpleg;
@@ -65,6 +67,16 @@ for header in pleg-plugin.h pleg-metrics.h pleg-types.h; do
     [ -f "$prefix/include/pleg/$header" ] || fail "$header was not installed"
 done
 [ -x "$prefix/bin/plegd" ] || fail "plegd was not installed"
+
+unit=$prefix/lib/systemd/system/plegd.service
+[ -f "$unit" ] || fail "plegd.service was not installed in $prefix/lib/systemd/system"
+grep -q "^ExecStart=$prefix/bin/plegd " "$unit" || fail "plegd.service does not run $prefix/bin/plegd"
+grep -q -- "--plugin-dir=$prefix/lib/pleg/plugins " "$unit" ||
+    fail "plegd.service does not use the plugin folder $prefix/lib/pleg/plugins"
+if grep -q '@[a-z_]*@' "$unit"; then
+    fail "plegd.service has unsubstituted variables: $(grep -o '@[a-z_]*@' "$unit" | sort -u)"
+fi
+step verify-unit systemd-analyze verify "$unit"
 
 # 2. The example plugin, against the installed libpleg only.
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig

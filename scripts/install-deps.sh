@@ -14,6 +14,7 @@ packages=(
     libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
     # tests
     check valgrind prometheus
+    systemd # systemd-analyze verify, for the installed plegd.service
     # a real runtime for tests/integration and the demo; busybox and a static libc build its image
     containerd runc busybox-static libc6-dev
 )
