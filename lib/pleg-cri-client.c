@@ -196,34 +196,37 @@ set_missing_status_error(PlegCriClient *client, const char *method, GError **err
                 cri_channel_get_endpoint(client->channel), method);
 }
 
+/* The request of one status query. */
+typedef union {
+    Runtime__V1__PodSandboxStatusRequest sandbox;
+    Runtime__V1__ContainerStatusRequest container;
+} StatusRequest;
+
 /* PodSandboxStatus and ContainerStatus calls, all in flight at once (cri_channel_call_many()). */
 static void
 runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
                      GCancellable *cancellable)
 {
     PlegCriClient *client = impl;
-    g_autofree Runtime__V1__PodSandboxStatusRequest *sandbox_requests =
-        g_new(Runtime__V1__PodSandboxStatusRequest, n_queries);
-    g_autofree Runtime__V1__ContainerStatusRequest *container_requests =
-        g_new(Runtime__V1__ContainerStatusRequest, n_queries);
+    g_autofree StatusRequest *requests = g_new(StatusRequest, n_queries);
     g_autofree CriUnaryCall *calls = g_new0(CriUnaryCall, n_queries);
 
     for (guint i = 0; i < n_queries; i++) {
         const PlegStatusQuery *q = &queries[i];
 
         if (q->pod_sandbox_id) {
-            sandbox_requests[i] =
+            requests[i].sandbox =
                 (Runtime__V1__PodSandboxStatusRequest)RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
-            sandbox_requests[i].pod_sandbox_id = (char *)q->pod_sandbox_id;
+            requests[i].sandbox.pod_sandbox_id = (char *)q->pod_sandbox_id;
             calls[i].method = "PodSandboxStatus";
-            calls[i].request = &sandbox_requests[i].base;
+            calls[i].request = &requests[i].sandbox.base;
             calls[i].response_descriptor = &runtime__v1__pod_sandbox_status_response__descriptor;
         } else {
-            container_requests[i] =
+            requests[i].container =
                 (Runtime__V1__ContainerStatusRequest)RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
-            container_requests[i].container_id = (char *)q->container_id;
+            requests[i].container.container_id = (char *)q->container_id;
             calls[i].method = "ContainerStatus";
-            calls[i].request = &container_requests[i].base;
+            calls[i].request = &requests[i].container.base;
             calls[i].response_descriptor = &runtime__v1__container_status_response__descriptor;
         }
     }
