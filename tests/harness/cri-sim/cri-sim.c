@@ -2259,6 +2259,21 @@ cri_sim_wait_subscribers(CriSim *self, guint n, int timeout_ms)
 }
 
 gboolean
+cri_sim_wait_events_sent(CriSim *self, guint n, int timeout_ms)
+{
+    gint64 deadline = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+    gboolean reached;
+
+    g_mutex_lock(&self->lock);
+    while (self->n_events_sent < n)
+        if (!g_cond_wait_until(&self->cond, &self->lock, deadline))
+            break;
+    reached = self->n_events_sent >= n;
+    g_mutex_unlock(&self->lock);
+    return reached;
+}
+
+gboolean
 cri_sim_wait_calls(CriSim *self, const char *method, guint n, int timeout_ms)
 {
     gint64 deadline = g_get_monotonic_time() + (gint64)timeout_ms * 1000;

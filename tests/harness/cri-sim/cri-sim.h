@@ -269,8 +269,11 @@ guint cri_sim_get_n_calls(CriSim *sim, const char *method);
 guint cri_sim_get_n_subscribers(CriSim *sim);
 /* GetContainerEvents streams accepted since the start (counts reconnects). */
 guint cri_sim_get_n_streams(CriSim *sim);
-/* Event messages sent to subscribers so far. */
+/* Event messages sent to subscribers so far.  A message counts once gRPC reports it written,
+ * which may be after the subscriber has read it: wait with cri_sim_wait_events_sent(). */
 guint cri_sim_get_n_events_sent(CriSim *sim);
+/* Waits until at least @n event messages were sent; FALSE at the deadline. */
+gboolean cri_sim_wait_events_sent(CriSim *sim, guint n, int timeout_ms);
 /* Waits until exactly @n subscribers; FALSE at the deadline. */
 gboolean cri_sim_wait_subscribers(CriSim *sim, guint n, int timeout_ms);
 /* Waits until at least @n calls of @method (NULL: any); FALSE at the deadline. */
