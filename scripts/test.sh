@@ -1,49 +1,74 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# The whole test suite, as root on Debian 12: installs what the build and the tests need, builds with
-# -Dwerror=true in $BUILD_DIR (default build-test), runs every meson test suite (the integration suite
-# starts its own private containerd), then the unit suite again under valgrind.  The last line is
-# "N passed, N failed" over both runs; a skipped test counts as failed.  Exits non-zero on any failure.
+# The whole test suite, as root on Debian 12: installs what the build and the tests need, then runs
+# its stages, each a meson test run over one build:
+#   main      every suite, built with -Dwerror=true in $BUILD_DIR (default build-test); the
+#             integration suite starts its own private containerd
+#   valgrind  the unit suite again under valgrind
+# The last line is "N passed, N failed" over every stage; a skipped test counts as failed, and so
+# does a stage whose build fails.  Exits non-zero on any failure.
+#
+# STAGES="main valgrind" runs only the stages named.
 
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build-test}
+STAGES=${STAGES:-main valgrind}
 
 bash scripts/install-deps.sh
 
-build() {
-    if [ -f "$BUILD_DIR/build.ninja" ]; then
-        meson configure "$BUILD_DIR" -Dwerror=true
+results=()     # one meson testlog JSON per stage that ran
+build_failures=0
+
+# configure DIR MESON-SETUP-ARGS...: set up (or reconfigure) and build DIR.
+configure() {
+    local dir=$1
+    shift
+    if [ -f "$dir/build.ninja" ]; then
+        meson configure "$dir" "$@"
     else
-        meson setup "$BUILD_DIR" -Dwerror=true
+        meson setup "$dir" "$@"
     fi
-    ninja -C "$BUILD_DIR"
+    ninja -C "$dir"
 }
 
-if ! build; then
-    echo "test.sh: the build failed" >&2
-    echo "0 passed, 1 failed"
-    exit 1
+# stage NAME DIR MESON-TEST-ARGS...: one meson test run whose log is DIR/meson-logs/NAME.json
+# (meson appends "-SETUP" to the name when a --setup=SETUP is given).
+stage() {
+    local name=$1 dir=$2 status=0 log arg
+    shift 2
+    log=$name
+    for arg in "$@"; do
+        [[ $arg == --setup=* ]] && log=$name-${arg#--setup=}
+    done
+    rm -f "$dir/meson-logs/$log.json"
+    meson test -C "$dir" --print-errorlogs --logbase "$name" "$@" || status=$?
+    echo "test.sh: stage $name exited with $status"
+    results+=("$dir/meson-logs/$log.json")
+}
+
+wants() {
+    [[ " $STAGES " == *" $1 "* ]]
+}
+
+if wants main || wants valgrind; then
+    if configure "$BUILD_DIR" -Dwerror=true; then
+        wants main && stage main "$BUILD_DIR"
+        wants valgrind && stage valgrind "$BUILD_DIR" --setup=valgrind --suite unit
+    else
+        echo "test.sh: the build in $BUILD_DIR failed" >&2
+        build_failures=$((build_failures + 1))
+    fi
 fi
 
-logs=$BUILD_DIR/meson-logs
-rm -f "$logs/testlog.json" "$logs/testlog-valgrind.json"
-
-status=0
-meson test -C "$BUILD_DIR" --print-errorlogs || status=$?
-echo "test.sh: meson test exited with $status"
-status=0
-meson test -C "$BUILD_DIR" --print-errorlogs --setup=valgrind --suite unit || status=$?
-echo "test.sh: meson test --setup=valgrind --suite unit exited with $status"
-
 # OK and EXPECTEDFAIL pass; everything else, SKIP included, fails.  No result at all is a failure too.
-python3 - "$logs/testlog.json" "$logs/testlog-valgrind.json" <<'EOF'
+python3 - "$build_failures" "${results[@]}" <<'EOF'
 import json, os, sys
 
-passed = failed = 0
-for path in sys.argv[1:]:
+passed, failed = 0, int(sys.argv[1])
+for path in sys.argv[2:]:
     if not os.path.exists(path):
         print(f"test.sh: {path} is missing", file=sys.stderr)
         failed += 1
