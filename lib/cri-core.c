@@ -25,10 +25,14 @@
 #include <sys/un.h>
 
 #include "cri-private.h"
+#include "pleg/pleg-plugin.h"
 
-/* clang-format off */
-G_DEFINE_QUARK(pleg-cri-error-quark, pleg_cri_error)
-/* clang-format on */
+/* Spelled once, in the plugin ABI, so that the name plugins compare with cannot drift. */
+GQuark
+pleg_cri_error_quark(void)
+{
+    return g_quark_from_static_string(PLEG_PLUGIN_CRI_ERROR_DOMAIN);
+}
 
 /* kubelet's connection parameters (FACTS.md); the C core calls its minimum connect timeout
  * "min_reconnect_backoff". */

@@ -11,6 +11,7 @@
 
 #include "pleg-config.h"
 #include "pleg-host-private.h"
+#include "pleg-plugin-abi.h"
 #include "pleg-private.h"
 
 G_DEFINE_QUARK(pleg-host-error-quark, pleg_host_error)
@@ -751,11 +752,11 @@ check_descriptor(PluginEntry *entry, const PlegPluginDescriptor *descriptor)
                     descriptor->abi_minor, PLEG_PLUGIN_ABI_MINOR);
         return FALSE;
     }
-    if (descriptor->size < reserved_offset) {
+    if (descriptor->size < PLEG_PLUGIN_DESCRIPTOR_SIZE_1_0) {
         plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI,
-                    "descriptor size %u is smaller than the %u bytes of ABI %u.%u",
-                    descriptor->size, (unsigned)reserved_offset, PLEG_PLUGIN_ABI_MAJOR,
-                    descriptor->abi_minor);
+                    "descriptor size %u is smaller than the %u bytes of ABI %u.0",
+                    descriptor->size, (unsigned)PLEG_PLUGIN_DESCRIPTOR_SIZE_1_0,
+                    PLEG_PLUGIN_ABI_MAJOR);
         return FALSE;
     }
     if (!descriptor->name || !g_str_equal(descriptor->name, entry->info.name)) {

@@ -6,9 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-const double PLEG_METRICS_DEFAULT_BUCKETS[11] = {
+static const double default_buckets[11] = {
     .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
 };
+
+const double *
+pleg_metrics_default_buckets(gsize *ret_n_buckets)
+{
+    g_return_val_if_fail(ret_n_buckets != NULL, NULL);
+
+    *ret_n_buckets = G_N_ELEMENTS(default_buckets);
+    return default_buckets;
+}
 
 typedef struct {
     char **label_values;    /* n_labels entries, NULL-terminated */
@@ -150,8 +159,8 @@ copy_buckets(const char *name, const double *buckets, gsize n_buckets, double **
              gsize *ret_n_buckets)
 {
     if (!buckets) {
-        buckets = PLEG_METRICS_DEFAULT_BUCKETS;
-        n_buckets = G_N_ELEMENTS(PLEG_METRICS_DEFAULT_BUCKETS);
+        buckets = default_buckets;
+        n_buckets = G_N_ELEMENTS(default_buckets);
     }
     if (n_buckets > 0 && isinf(buckets[n_buckets - 1]) && buckets[n_buckets - 1] > 0)
         n_buckets--;

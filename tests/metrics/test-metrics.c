@@ -182,9 +182,12 @@ START_TEST(test_histogram_buckets)
     static const double with_nan[] = {1, NAN};
     g_autofree char *text = NULL;
     PlegMetric *def, *inf;
+    gsize n_default;
+    const double *default_buckets = pleg_metrics_default_buckets(&n_default);
 
-    ck_assert_double_eq(PLEG_METRICS_DEFAULT_BUCKETS[0], 0.005);
-    ck_assert_double_eq(PLEG_METRICS_DEFAULT_BUCKETS[10], 10);
+    ck_assert_uint_eq(n_default, 11);
+    ck_assert_double_eq(default_buckets[0], 0.005);
+    ck_assert_double_eq(default_buckets[10], 10);
 
     def = pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_default_seconds", "D.", NULL,
                                 NULL, 0);

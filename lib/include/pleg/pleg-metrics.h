@@ -22,12 +22,18 @@ typedef enum {
 } PlegMetricType;
 
 /**
- * PLEG_METRICS_DEFAULT_BUCKETS:
+ * pleg_metrics_default_buckets:
+ * @ret_n_buckets: (out): the number of buckets, 11
  *
  * Prometheus' default histogram buckets in seconds, the ones kubelet's PLEG histograms use:
- * .005 .01 .025 .05 .1 .25 .5 1 2.5 5 10.
+ * .005 .01 .025 .05 .1 .25 .5 1 2.5 5 10.  A function rather than an exported array, so that
+ * libpleg exports no data symbol.
+ *
+ * Returns: (transfer none) (array length=ret_n_buckets): the buckets, static and constant.
+ *
+ * Thread safety: callable from any thread.
  */
-extern const double PLEG_METRICS_DEFAULT_BUCKETS[11];
+const double *pleg_metrics_default_buckets(gsize *ret_n_buckets);
 
 /**
  * pleg_metrics_registry_new:
@@ -48,7 +54,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegMetricsRegistry, pleg_metrics_registry_unref)
  * @label_names: (nullable) (array zero-terminated=1): label names, or %NULL for none.
  * @buckets: (nullable) (array length=n_buckets): for histograms, strictly increasing upper
  *   bounds in the metric's unit (+Inf is implicit); %NULL selects
- *   %PLEG_METRICS_DEFAULT_BUCKETS.  Ignored for other types.
+ *   pleg_metrics_default_buckets().  Ignored for other types.
  * @n_buckets: number of @buckets.
  *
  * Registering a name again with the same type and label names returns the existing metric, so a
