@@ -27,13 +27,20 @@ static const char help[] =
     "  away MS [stale-socket]         stop serving for MS ms (-1: until 'back'); streams end\n"
     "                                 UNAVAILABLE; the socket is removed or left stale\n"
     "  back                           serve again now\n"
-    "  delay METHOD MS                answer METHOD ('*': every unary method) after MS ms;\n"
+    "  delay METHOD MS                answer METHOD ('*': every unary method and list\n"
+    "                                 stream) after MS ms;\n"
     "                                 -1: never; 0: clear\n"
     "  fail METHOD CODE [TIMES]       answer METHOD with gRPC status CODE (TIMES times;\n"
     "                                 default until cleared with CODE 0)\n"
     "  deliver-one on|off             each event to one subscriber, round-robin\n"
-    "  bulk N [CONTAINERS]            add N pods bulk-K with CONTAINERS (default 1) RUNNING\n"
-    "                                 containers bulk-K-I, without events\n"
+    "  bulk N [CONTAINERS [BYTES]]    add N pods bulk-K with CONTAINERS (default 1) RUNNING\n"
+    "                                 containers bulk-K-I, without events; each listed with\n"
+    "                                 an annotation of BYTES bytes\n"
+    "  list-streams on|unimplemented  StreamPodSandboxes and StreamContainers served (default)\n"
+    "                                 or answered UNIMPLEMENTED\n"
+    "  list-batch N                   items a list stream message carries (default 5000)\n"
+    "  list-stream-fail AFTER CODE    list streams end with status CODE after AFTER messages\n"
+    "                                 (at the end if fewer); CODE 0 clears\n"
     "  wait-subscribers N [MS]        pause until exactly N event subscribers (fails after\n"
     "                                 MS ms, default 10000)\n"
     "  sleep MS                       pause\n"
@@ -269,14 +276,40 @@ cri_sim_run_command(CriSim *sim, const char *line, gboolean *ret_quit, GError **
         return TRUE;
     }
     if (g_str_equal(command, "bulk")) {
-        if (n < 1 || n > 2)
-            return syntax_error(error, command, "N [CONTAINERS]");
+        gint64 bytes = 0;
+
+        if (n < 1 || n > 3)
+            return syntax_error(error, command, "N [CONTAINERS [BYTES]]");
         if (!parse_int(args[0], 0, 1000000, &a, error))
             return FALSE;
         b = 1;
         if (n > 1 && !parse_int(args[1], 0, 1000, &b, error))
             return FALSE;
-        cri_sim_bulk(sim, (guint)a, (guint)b);
+        if (n > 2 && !parse_int(args[2], 0, 1024 * 1024, &bytes, error))
+            return FALSE;
+        cri_sim_bulk_full(sim, (guint)a, (guint)b, (guint)bytes);
+        return TRUE;
+    }
+    if (g_str_equal(command, "list-streams")) {
+        if (n != 1 || (!g_str_equal(args[0], "on") && !g_str_equal(args[0], "unimplemented")))
+            return syntax_error(error, command, "on|unimplemented");
+        cri_sim_set_list_streams_unimplemented(sim, g_str_equal(args[0], "unimplemented"));
+        return TRUE;
+    }
+    if (g_str_equal(command, "list-batch")) {
+        if (n != 1)
+            return syntax_error(error, command, "N");
+        if (!parse_int(args[0], 1, G_MAXINT32, &a, error))
+            return FALSE;
+        cri_sim_set_list_batch(sim, (guint)a);
+        return TRUE;
+    }
+    if (g_str_equal(command, "list-stream-fail")) {
+        if (n != 2)
+            return syntax_error(error, command, "AFTER CODE");
+        if (!parse_int(args[0], 0, G_MAXINT32, &a, error) || !parse_int(args[1], 0, 16, &b, error))
+            return FALSE;
+        cri_sim_set_list_stream_failure(sim, (int)a, (int)b);
         return TRUE;
     }
     if (g_str_equal(command, "wait-subscribers")) {

@@ -23,6 +23,10 @@
 
 #define SERVICE           "runtime.v1.RuntimeService"
 #define EVENTS_METHOD     "GetContainerEvents"
+#define STREAM_SANDBOXES  "StreamPodSandboxes"
+#define STREAM_CONTAINERS "StreamContainers"
+#define PADDING_KEY       "cri-sim.io/padding"
+#define DEFAULT_LIST_BATCH 5000
 #define DEFAULT_IMAGE     "docker.io/library/busybox:latest"
 #define IMAGE_REF         "sha256:0123456789abcdef"
 #define LABEL_POD_UID     "io.kubernetes.pod.uid"
@@ -50,6 +54,7 @@ typedef struct {
     gint32 exit_code;
     char *reason;
     GPtrArray *labels; /* key, value, key, value... */
+    guint padding_bytes; /* one annotation of this many bytes, for listings of a large size */
 } Container;
 
 struct _Pod {
@@ -90,7 +95,8 @@ struct _Call {
     gboolean status_sent;
     gboolean sending;
     gboolean sending_message;
-    gboolean is_stream;
+    gboolean is_stream; /* GetContainerEvents or a list stream */
+    gboolean is_events; /* GetContainerEvents */
     gboolean ending;
     grpc_status_code end_status;
     char *end_details;
@@ -153,6 +159,10 @@ struct _CriSim {
     gboolean sandbox_events;
     gboolean deliver_one;
     gboolean events_unimplemented;
+    gboolean list_streams_unimplemented;
+    guint list_batch;          /* items a list stream message carries */
+    int list_fail_after;       /* list streams fail after this many messages; -1: never */
+    grpc_status_code list_fail_code;
     GArray *greeting; /* CriSimEvent with owned ids */
     gboolean greeting_end;
 };
@@ -444,6 +454,19 @@ build_container(GPtrArray *scratch, Container *container)
     item->labels = (Runtime__V1__Container__LabelsEntry **)build_map(
         scratch, container->labels, &runtime__v1__container__labels_entry__descriptor,
         &item->n_labels);
+    if (container->padding_bytes > 0) {
+        Runtime__V1__Container__AnnotationsEntry *entry =
+            SCRATCH_NEW(scratch, Runtime__V1__Container__AnnotationsEntry);
+        char *value = scratch_alloc(scratch, container->padding_bytes + 1);
+
+        runtime__v1__container__annotations_entry__init(entry);
+        memset(value, 'x', container->padding_bytes);
+        entry->key = (char *)PADDING_KEY;
+        entry->value = value;
+        item->annotations = SCRATCH_ARRAY(scratch, Runtime__V1__Container__AnnotationsEntry *, 1);
+        item->annotations[0] = entry;
+        item->n_annotations = 1;
+    }
     return item;
 }
 
@@ -1039,15 +1062,15 @@ serve_status(CriSim *self, const Runtime__V1__StatusRequest *request, Reply *rep
     reply->message = pack(&response.base);
 }
 
-static void
-serve_list_pod_sandbox(CriSim *self, const Runtime__V1__ListPodSandboxRequest *request,
-                       Reply *reply)
+/* The sandboxes @filter lets through, as ListPodSandbox and StreamPodSandboxes answer them. */
+static Runtime__V1__PodSandbox **
+collect_sandboxes(CriSim *self, const Runtime__V1__PodSandboxFilter *filter, GPtrArray *scratch,
+                  size_t *ret_n)
 {
-    g_autoptr(GPtrArray) scratch = g_ptr_array_new_with_free_func(g_free);
-    Runtime__V1__ListPodSandboxResponse response = RUNTIME__V1__LIST_POD_SANDBOX_RESPONSE__INIT;
-    const Runtime__V1__PodSandboxFilter *filter = request->filter;
+    Runtime__V1__PodSandbox **items =
+        SCRATCH_ARRAY(scratch, Runtime__V1__PodSandbox *, self->pods->len);
+    size_t n = 0;
 
-    response.items = SCRATCH_ARRAY(scratch, Runtime__V1__PodSandbox *, self->pods->len);
     for (guint i = 0; i < self->pods->len; i++) {
         Pod *pod = self->pods->pdata[i];
 
@@ -1060,8 +1083,20 @@ serve_list_pod_sandbox(CriSim *self, const Runtime__V1__ListPodSandboxRequest *r
                               filter->n_label_selector))
                 continue;
         }
-        response.items[response.n_items++] = build_sandbox(scratch, pod);
+        items[n++] = build_sandbox(scratch, pod);
     }
+    *ret_n = n;
+    return items;
+}
+
+static void
+serve_list_pod_sandbox(CriSim *self, const Runtime__V1__ListPodSandboxRequest *request,
+                       Reply *reply)
+{
+    g_autoptr(GPtrArray) scratch = g_ptr_array_new_with_free_func(g_free);
+    Runtime__V1__ListPodSandboxResponse response = RUNTIME__V1__LIST_POD_SANDBOX_RESPONSE__INIT;
+
+    response.items = collect_sandboxes(self, request->filter, scratch, &response.n_items);
     reply->message = pack(&response.base);
 }
 
@@ -1084,14 +1119,14 @@ serve_pod_sandbox_status(CriSim *self, const Runtime__V1__PodSandboxStatusReques
     reply->message = pack(&response.base);
 }
 
-static void
-serve_list_containers(CriSim *self, const Runtime__V1__ListContainersRequest *request,
-                      Reply *reply)
+/* The containers @filter lets through, as ListContainers and StreamContainers answer them. */
+static Runtime__V1__Container **
+collect_containers(CriSim *self, const Runtime__V1__ContainerFilter *filter, GPtrArray *scratch,
+                   size_t *ret_n)
 {
-    g_autoptr(GPtrArray) scratch = g_ptr_array_new_with_free_func(g_free);
-    Runtime__V1__ListContainersResponse response = RUNTIME__V1__LIST_CONTAINERS_RESPONSE__INIT;
-    const Runtime__V1__ContainerFilter *filter = request->filter;
     GPtrArray *candidates = self->containers;
+    Runtime__V1__Container **items;
+    size_t n = 0;
 
     /* The common per-pod listing need not walk every container. */
     if (filter && filter->pod_sandbox_id && *filter->pod_sandbox_id) {
@@ -1099,8 +1134,7 @@ serve_list_containers(CriSim *self, const Runtime__V1__ListContainersRequest *re
 
         candidates = pod ? pod->containers : NULL;
     }
-    response.containers =
-        SCRATCH_ARRAY(scratch, Runtime__V1__Container *, candidates ? candidates->len : 0);
+    items = SCRATCH_ARRAY(scratch, Runtime__V1__Container *, candidates ? candidates->len : 0);
     for (guint i = 0; candidates && i < candidates->len; i++) {
         Container *container = candidates->pdata[i];
 
@@ -1113,8 +1147,20 @@ serve_list_containers(CriSim *self, const Runtime__V1__ListContainersRequest *re
                               filter->n_label_selector))
                 continue;
         }
-        response.containers[response.n_containers++] = build_container(scratch, container);
+        items[n++] = build_container(scratch, container);
     }
+    *ret_n = n;
+    return items;
+}
+
+static void
+serve_list_containers(CriSim *self, const Runtime__V1__ListContainersRequest *request,
+                      Reply *reply)
+{
+    g_autoptr(GPtrArray) scratch = g_ptr_array_new_with_free_func(g_free);
+    Runtime__V1__ListContainersResponse response = RUNTIME__V1__LIST_CONTAINERS_RESPONSE__INIT;
+
+    response.containers = collect_containers(self, request->filter, scratch, &response.n_containers);
     reply->message = pack(&response.base);
 }
 
@@ -1336,34 +1382,43 @@ failure_details(Reply *reply, grpc_status_code code, const char *method)
         reply_error(reply, code, "cri-sim: scripted failure of %s", method);
 }
 
+/* Decodes the request of @method, kept as its last request; NULL when it does not decode. */
+static ProtobufCMessage *
+take_request(CriSim *self, const char *method, grpc_byte_buffer *buffer,
+             const ProtobufCMessageDescriptor *descriptor)
+{
+    g_autoptr(GBytes) request_bytes = NULL;
+    gsize size;
+    const guint8 *data;
+
+    if (buffer) {
+        grpc_byte_buffer_reader reader;
+        grpc_slice slice;
+
+        grpc_byte_buffer_reader_init(&reader, buffer);
+        slice = grpc_byte_buffer_reader_readall(&reader);
+        grpc_byte_buffer_reader_destroy(&reader);
+        request_bytes = g_bytes_new(GRPC_SLICE_START_PTR(slice), GRPC_SLICE_LENGTH(slice));
+        grpc_slice_unref(slice);
+    } else {
+        request_bytes = g_bytes_new(NULL, 0);
+    }
+    g_hash_table_replace(self->last_requests, g_strdup(method), g_bytes_ref(request_bytes));
+
+    data = g_bytes_get_data(request_bytes, &size);
+    return protobuf_c_message_unpack(descriptor, NULL, size, data);
+}
+
 static void
 serve(CriSim *self, const char *method, grpc_byte_buffer *buffer, Reply *reply)
 {
-    g_autoptr(GBytes) request_bytes = NULL;
     ProtobufCMessage *request;
-    gsize size;
-    const guint8 *data;
 
     for (gsize i = 0; i < G_N_ELEMENTS(methods); i++) {
         if (!g_str_equal(methods[i].method, method))
             continue;
 
-        if (buffer) {
-            grpc_byte_buffer_reader reader;
-            grpc_slice slice;
-
-            grpc_byte_buffer_reader_init(&reader, buffer);
-            slice = grpc_byte_buffer_reader_readall(&reader);
-            grpc_byte_buffer_reader_destroy(&reader);
-            request_bytes = g_bytes_new(GRPC_SLICE_START_PTR(slice), GRPC_SLICE_LENGTH(slice));
-            grpc_slice_unref(slice);
-        } else {
-            request_bytes = g_bytes_new(NULL, 0);
-        }
-        g_hash_table_replace(self->last_requests, g_strdup(method), g_bytes_ref(request_bytes));
-
-        data = g_bytes_get_data(request_bytes, &size);
-        request = protobuf_c_message_unpack(methods[i].request, NULL, size, data);
+        request = take_request(self, method, buffer, methods[i].request);
         if (!request) {
             reply_error(reply, GRPC_STATUS_INVALID_ARGUMENT, "cannot decode %s",
                         methods[i].request->name);
@@ -1374,6 +1429,66 @@ serve(CriSim *self, const char *method, grpc_byte_buffer *buffer, Reply *reply)
         return;
     }
     reply_unimplemented(reply, method);
+}
+
+/* A list stream (KEP-5825): the whole listing at once, cut into messages of list_batch items,
+ * then a clean end, or the scripted failure after list_fail_after messages. */
+static void
+list_stream_start(CriSim *self, Call *call)
+{
+    g_autoptr(GPtrArray) scratch = g_ptr_array_new_with_free_func(g_free);
+    gboolean sandboxes = g_str_equal(call->method, STREAM_SANDBOXES);
+    ProtobufCMessage *request;
+    gpointer *items;
+    size_t n_items;
+    guint n_messages = 0;
+
+    request = take_request(self, call->method, call->request,
+                           sandboxes ? &runtime__v1__stream_pod_sandboxes_request__descriptor
+                                     : &runtime__v1__stream_containers_request__descriptor);
+    if (!request) {
+        call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "cannot decode the request", NULL);
+        return;
+    }
+    if (sandboxes)
+        items = (gpointer *)collect_sandboxes(
+            self, ((Runtime__V1__StreamPodSandboxesRequest *)request)->filter, scratch, &n_items);
+    else
+        items = (gpointer *)collect_containers(
+            self, ((Runtime__V1__StreamContainersRequest *)request)->filter, scratch, &n_items);
+    protobuf_c_message_free_unpacked(request, NULL);
+
+    for (size_t start = 0; start < n_items; start += self->list_batch) {
+        size_t count = MIN((size_t)self->list_batch, n_items - start);
+
+        if (self->list_fail_after >= 0 && n_messages == (guint)self->list_fail_after)
+            break;
+        if (sandboxes) {
+            Runtime__V1__StreamPodSandboxesResponse response =
+                RUNTIME__V1__STREAM_POD_SANDBOXES_RESPONSE__INIT;
+
+            response.n_pod_sandboxes = count;
+            response.pod_sandboxes = (Runtime__V1__PodSandbox **)items + start;
+            g_queue_push_tail(&call->outbox, pack(&response.base));
+        } else {
+            Runtime__V1__StreamContainersResponse response =
+                RUNTIME__V1__STREAM_CONTAINERS_RESPONSE__INIT;
+
+            response.n_containers = count;
+            response.containers = (Runtime__V1__Container **)items + start;
+            g_queue_push_tail(&call->outbox, pack(&response.base));
+        }
+        n_messages++;
+    }
+    call->ending = TRUE;
+    if (self->list_fail_after >= 0) {
+        call->end_status = self->list_fail_code;
+        call->end_details = g_strdup_printf("cri-sim: scripted failure of %s after %u messages",
+                                            call->method, n_messages);
+    } else {
+        call->end_status = GRPC_STATUS_OK;
+    }
+    stream_kick(call);
 }
 
 /* Answers a unary call now: its scripted failure or the real thing. */
@@ -1389,6 +1504,18 @@ call_answer(CriSim *self, Call *call)
     call_finish(call, reply.status, reply.details, reply.message);
     g_free(reply.details);
     g_clear_pointer(&reply.message, g_bytes_unref);
+}
+
+/* What a call gets once it is due: a subscription, a list stream, or its answer. */
+static void
+call_start(CriSim *self, Call *call)
+{
+    if (call->is_events)
+        subscribe(self, call);
+    else if (call->is_stream)
+        list_stream_start(self, call);
+    else
+        call_answer(self, call);
 }
 
 /* The request message is in: decide what the call gets. */
@@ -1414,10 +1541,10 @@ call_received(CriSim *self, Call *call)
     }
 
     if (call->is_stream) {
-        if (self->events_unimplemented) {
+        if (call->is_events ? self->events_unimplemented : self->list_streams_unimplemented) {
             Reply reply = {0};
 
-            reply_unimplemented(&reply, EVENTS_METHOD);
+            reply_unimplemented(&reply, call->method);
             call_finish(call, reply.status, reply.details, NULL);
             g_free(reply.details);
             return;
@@ -1432,10 +1559,8 @@ call_received(CriSim *self, Call *call)
         /* Never answered: the call ends when the client gives up or the server stops. */
     } else if (delay_ms > 0) {
         timer_add(self, call, delay_ms);
-    } else if (call->is_stream) {
-        subscribe(self, call);
     } else {
-        call_answer(self, call);
+        call_start(self, call);
     }
 }
 
@@ -1449,7 +1574,9 @@ call_arrived(CriSim *self, Call *call)
     guint count;
 
     call->method = g_strdup(g_str_has_prefix(path, prefix) ? path + strlen(prefix) : path);
-    call->is_stream = g_str_equal(call->method, EVENTS_METHOD);
+    call->is_events = g_str_equal(call->method, EVENTS_METHOD);
+    call->is_stream = call->is_events || g_str_equal(call->method, STREAM_SANDBOXES) ||
+                      g_str_equal(call->method, STREAM_CONTAINERS);
     if (call->is_stream)
         self->n_stream_calls++;
     count = GPOINTER_TO_UINT(g_hash_table_lookup(self->n_calls, call->method));
@@ -1499,7 +1626,7 @@ handle_completion(CriSim *self, Op *op, gboolean success)
     case OP_SEND:
         call->sending = FALSE;
         g_clear_pointer(&call->send_buffer, grpc_byte_buffer_destroy);
-        if (call->sending_message && success)
+        if (call->sending_message && success && call->is_events)
             self->n_events_sent++;
         call->sending_message = FALSE;
         if (success)
@@ -1524,10 +1651,7 @@ run_timers(CriSim *self)
     while ((call = g_queue_peek_head(&self->timers)) && call->due <= now) {
         g_queue_pop_head(&self->timers);
         call->due = 0;
-        if (call->is_stream)
-            subscribe(self, call);
-        else
-            call_answer(self, call);
+        call_start(self, call);
     }
 }
 
@@ -1711,6 +1835,8 @@ cri_sim_new(const char *socket_path, GError **error)
     g_queue_init(&self->timers);
     self->auto_events = TRUE;
     self->greeting = g_array_new(FALSE, TRUE, sizeof(CriSimEvent));
+    self->list_batch = DEFAULT_LIST_BATCH;
+    self->list_fail_after = -1;
     self->cq = grpc_completion_queue_create_for_next(NULL);
 
     g_mutex_lock(&self->lock);
@@ -1952,6 +2078,12 @@ cri_sim_set_container_label(CriSim *self, const char *id, const char *key, const
 void
 cri_sim_bulk(CriSim *self, guint n_pods, guint containers_per_pod)
 {
+    cri_sim_bulk_full(self, n_pods, containers_per_pod, 0);
+}
+
+void
+cri_sim_bulk_full(CriSim *self, guint n_pods, guint containers_per_pod, guint annotation_bytes)
+{
     gboolean auto_events;
 
     g_mutex_lock(&self->lock);
@@ -1976,8 +2108,13 @@ cri_sim_bulk(CriSim *self, guint n_pods, guint containers_per_pod)
             CriSimContainerSpec spec = {.state = CRI_SIM_CONTAINER_RUNNING};
             g_autofree char *id = g_strdup_printf("%s-%u", uid, c);
 
+            Container *container;
+
             spec.name = id;
-            if (!container_add(self, pod, &spec, g_steal_pointer(&id), NULL))
+            container = container_add(self, pod, &spec, g_steal_pointer(&id), NULL);
+            if (container)
+                container->padding_bytes = annotation_bytes;
+            else
                 g_debug("bulk: container of %s not added", uid);
         }
     }
@@ -2104,6 +2241,33 @@ cri_sim_set_events_unimplemented(CriSim *self, gboolean unimplemented)
 {
     g_mutex_lock(&self->lock);
     self->events_unimplemented = unimplemented;
+    g_mutex_unlock(&self->lock);
+}
+
+void
+cri_sim_set_list_streams_unimplemented(CriSim *self, gboolean unimplemented)
+{
+    g_mutex_lock(&self->lock);
+    self->list_streams_unimplemented = unimplemented;
+    g_mutex_unlock(&self->lock);
+}
+
+void
+cri_sim_set_list_batch(CriSim *self, guint items)
+{
+    g_return_if_fail(items > 0);
+
+    g_mutex_lock(&self->lock);
+    self->list_batch = items;
+    g_mutex_unlock(&self->lock);
+}
+
+void
+cri_sim_set_list_stream_failure(CriSim *self, int after_messages, int status)
+{
+    g_mutex_lock(&self->lock);
+    self->list_fail_after = status == 0 ? -1 : MAX(after_messages, 0);
+    self->list_fail_code = status;
     g_mutex_unlock(&self->lock);
 }
 

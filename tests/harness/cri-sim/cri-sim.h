@@ -6,8 +6,9 @@
  * Version, Status, RunPodSandbox, StopPodSandbox, RemovePodSandbox, PodSandboxStatus,
  * ListPodSandbox (filters: id, state, label selector), CreateContainer, StartContainer,
  * StopContainer, RemoveContainer, ListContainers (filters: id, pod_sandbox_id, state, label
- * selector), ContainerStatus and the server stream GetContainerEvents.  Any other method is
- * answered UNIMPLEMENTED.
+ * selector), ContainerStatus, the server stream GetContainerEvents and the list streams of
+ * KEP-5825, StreamPodSandboxes and StreamContainers (the same filters; the listing in messages of
+ * 5,000 items, as containerd sends them).  Any other method is answered UNIMPLEMENTED.
  *
  * Events: every state change (through the C API, a command or an RPC) emits the natural container
  * event (CREATED, STARTED, STOPPED, DELETED) carrying the pod sandbox status (with metadata) and
@@ -46,13 +47,20 @@
  *   away MS [stale-socket]         stop serving for MS ms (-1: until "back"): streams end with
  *                                  UNAVAILABLE; the socket is removed, or left stale
  *   back                           serve again now
- *   delay METHOD MS                answer METHOD ("*": every unary method) after MS ms; -1: never
+ *   delay METHOD MS                answer METHOD ("*": every unary method and list stream)
+ *                                  after MS ms; -1: never
  *                                  (until the client gives up); 0: clear
  *   fail METHOD CODE [TIMES]       answer METHOD with gRPC status CODE, TIMES times (default:
  *                                  until cleared with CODE 0)
  *   deliver-one on|off             each event goes to one subscriber, round-robin
- *   bulk N [CONTAINERS]            add N pods "bulk-K" with CONTAINERS (default 1) RUNNING
- *                                  containers "bulk-K-I" each, silently (no events)
+ *   bulk N [CONTAINERS [BYTES]]    add N pods "bulk-K" with CONTAINERS (default 1) RUNNING
+ *                                  containers "bulk-K-I" each, silently (no events); each
+ *                                  container listed with an annotation of BYTES bytes
+ *   list-streams on|unimplemented  StreamPodSandboxes and StreamContainers are served (default)
+ *                                  or answered UNIMPLEMENTED
+ *   list-batch N                   items a list stream message carries (default 5000)
+ *   list-stream-fail AFTER CODE    list streams end with gRPC status CODE after AFTER messages
+ *                                  (at the end when there are fewer); CODE 0 clears
  *   wait-subscribers N [MS]        pause until exactly N subscribers (an error after MS ms,
  *                                  default 10000)
  *   sleep MS                       pause the script
@@ -196,6 +204,10 @@ gboolean cri_sim_set_container_label(CriSim *sim, const char *id, const char *ke
 /* Adds @n_pods READY pods "bulk-K" (K counts on across calls) with @containers_per_pod RUNNING
  * containers "bulk-K-I" each, emitting nothing.  For benchmarks: 1000 pods take milliseconds. */
 void cri_sim_bulk(CriSim *sim, guint n_pods, guint containers_per_pod);
+/* The same, each container listed with an annotation of @annotation_bytes bytes, so that
+ * listings pass a size (ListContainers past the 16 MiB a client accepts, say). */
+void cri_sim_bulk_full(CriSim *sim, guint n_pods, guint containers_per_pod,
+                       guint annotation_bytes);
 
 /* Sandbox id of the pod (transfer full), or NULL. */
 char *cri_sim_get_sandbox_id(CriSim *sim, const char *pod_uid);
@@ -233,6 +245,16 @@ void cri_sim_set_stream_greeting(CriSim *sim, const CriSimEvent *events, guint n
 void cri_sim_end_streams(CriSim *sim, int status, const char *message);
 /* GetContainerEvents answers UNIMPLEMENTED, as containerd 1.6 does. */
 void cri_sim_set_events_unimplemented(CriSim *sim, gboolean unimplemented);
+
+/* ---- list streams (KEP-5825) ---- */
+
+/* StreamPodSandboxes and StreamContainers answer UNIMPLEMENTED, as runtimes before KEP-5825 do. */
+void cri_sim_set_list_streams_unimplemented(CriSim *sim, gboolean unimplemented);
+/* Items a list stream message carries (default 5,000, containerd's batch); at least 1. */
+void cri_sim_set_list_batch(CriSim *sim, guint items);
+/* List streams end with gRPC status @status after @after_messages messages (at the end when
+ * the listing has fewer); @status 0 clears. */
+void cri_sim_set_list_stream_failure(CriSim *sim, int after_messages, int status);
 
 /* ---- the server ---- */
 

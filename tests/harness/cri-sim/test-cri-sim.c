@@ -1096,6 +1096,8 @@ START_TEST(test_commands)
         "bogus",       "pod",          "container u1",     "exit c1",        "exit c1 abc",
         "event NOPE c1", "event STOPPED c1 sideways", "end-stream maybe", "deliver-one yes",
         "away",        "delay Version", "fail Version 99", "bulk many",      "quit now",
+        "bulk 1 1 -5", "list-streams maybe", "list-batch 0", "list-stream-fail 1",
+        "list-stream-fail 1 99",
     };
     g_autoptr(GError) error = NULL;
     gboolean quit = FALSE;
@@ -1113,6 +1115,13 @@ START_TEST(test_commands)
     ck_assert(g_error_matches(error, CRI_SIM_ERROR, CRI_SIM_ERROR_NOT_FOUND));
     g_clear_error(&error);
     assert_ok(cri_sim_run_command(sim, "   # only a comment", NULL, &error), error);
+    /* The list stream commands; what they do is tested through a client in
+     * tests/cri/test-cri-list-streaming.c. */
+    assert_ok(cri_sim_run_command(sim, "list-streams unimplemented", NULL, &error), error);
+    assert_ok(cri_sim_run_command(sim, "list-streams on", NULL, &error), error);
+    assert_ok(cri_sim_run_command(sim, "list-batch 2", NULL, &error), error);
+    assert_ok(cri_sim_run_command(sim, "list-stream-fail 1 14", NULL, &error), error);
+    assert_ok(cri_sim_run_command(sim, "list-stream-fail 0 0", NULL, &error), error);
     assert_ok(cri_sim_run_command(sim, "", NULL, &error), error);
 
     ck_assert(g_file_set_contents(script,
