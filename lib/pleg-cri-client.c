@@ -9,10 +9,24 @@
 
 #include "cri-private.h"
 
+/* The two listings a relist makes. */
+typedef enum { LIST_SANDBOXES, LIST_CONTAINERS, N_LISTINGS } Listing;
+
 struct _PlegCriClient {
     gatomicrefcount ref_count;
     CriChannel *channel;
     gint64 timeout_usec;
+
+    /* How listings go (KEP-5825); list_lock guards the state below, never held across a call. */
+    GMutex list_lock;
+    gboolean list_streaming;
+    gint64 list_probe_interval_usec;
+    PlegCriListPath list_path;
+    gint64 list_probe_at_usec; /* monotonic: when a fallback tries the streams again */
+    gboolean too_large_said[N_LISTINGS]; /* since the last whole unary listing that fit */
+    PlegCriListNoticeFunc notice_func;
+    gpointer notice_data;
+    GDestroyNotify notice_destroy;
 };
 
 PlegCriClient *
@@ -31,6 +45,9 @@ pleg_cri_client_new(const char *endpoint, gint64 timeout_usec, GError **error)
     g_atomic_ref_count_init(&client->ref_count);
     client->channel = channel;
     client->timeout_usec = timeout_usec > 0 ? timeout_usec : PLEG_CRI_DEFAULT_TIMEOUT_USEC;
+    g_mutex_init(&client->list_lock);
+    client->list_probe_interval_usec = PLEG_CRI_LIST_PROBE_INTERVAL_USEC;
+    client->list_path = PLEG_CRI_LIST_UNARY;
     return client;
 }
 
@@ -47,6 +64,9 @@ pleg_cri_client_unref(PlegCriClient *client)
 {
     if (!client || !g_atomic_ref_count_dec(&client->ref_count))
         return;
+    if (client->notice_destroy)
+        client->notice_destroy(client->notice_data);
+    g_mutex_clear(&client->list_lock);
     cri_channel_unref(client->channel);
     g_free(client);
 }
@@ -104,26 +124,233 @@ pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name, char **r
     return TRUE;
 }
 
+/* ---- how listings go: unary, or CRI list streaming (KEP-5825) ---- */
+
+const char *
+pleg_cri_list_path_to_string(PlegCriListPath path)
+{
+    switch (path) {
+    case PLEG_CRI_LIST_UNARY:
+        return "unary";
+    case PLEG_CRI_LIST_STREAMING:
+        return "streaming";
+    case PLEG_CRI_LIST_UNARY_FALLBACK:
+        return "unary-fallback";
+    }
+    return "unknown";
+}
+
+void
+pleg_cri_client_set_list_streaming(PlegCriClient *client, gboolean enabled,
+                                   gint64 probe_interval_usec)
+{
+    g_return_if_fail(client != NULL);
+    g_return_if_fail(probe_interval_usec >= 0);
+
+    g_mutex_lock(&client->list_lock);
+    client->list_streaming = enabled;
+    client->list_probe_interval_usec =
+        probe_interval_usec > 0 ? probe_interval_usec : PLEG_CRI_LIST_PROBE_INTERVAL_USEC;
+    client->list_path = PLEG_CRI_LIST_UNARY;
+    client->list_probe_at_usec = 0;
+    g_mutex_unlock(&client->list_lock);
+}
+
+PlegCriListPath
+pleg_cri_client_get_list_path(PlegCriClient *client)
+{
+    PlegCriListPath path;
+
+    g_return_val_if_fail(client != NULL, PLEG_CRI_LIST_UNARY);
+
+    g_mutex_lock(&client->list_lock);
+    path = client->list_path;
+    g_mutex_unlock(&client->list_lock);
+    return path;
+}
+
+void
+pleg_cri_client_set_list_notice_func(PlegCriClient *client, PlegCriListNoticeFunc func,
+                                     gpointer user_data, GDestroyNotify destroy)
+{
+    g_return_if_fail(client != NULL);
+
+    if (client->notice_destroy)
+        client->notice_destroy(client->notice_data);
+    client->notice_func = func;
+    client->notice_data = user_data;
+    client->notice_destroy = destroy;
+}
+
+static void
+list_notify(PlegCriClient *client, PlegCriListNotice notice, const GError *reason)
+{
+    if (client->notice_func)
+        client->notice_func(client, notice, reason, client->notice_data);
+}
+
+/* Whether the next listing goes through the streams: the gate is on, and the runtime has not
+ * answered them UNIMPLEMENTED, or did so longer ago than the probe interval. */
+static gboolean
+list_use_streams(PlegCriClient *client)
+{
+    gboolean streams;
+
+    g_mutex_lock(&client->list_lock);
+    streams = client->list_streaming &&
+              (client->list_path != PLEG_CRI_LIST_UNARY_FALLBACK ||
+               g_get_monotonic_time() >= client->list_probe_at_usec);
+    g_mutex_unlock(&client->list_lock);
+    return streams;
+}
+
+/* A listing through the streams succeeded (@unimplemented NULL) or was answered UNIMPLEMENTED.
+ * The notice goes out on a change of path only, so a probe that fails again says nothing. */
+static void
+list_streams_answered(PlegCriClient *client, const GError *unimplemented)
+{
+    PlegCriListPath path = unimplemented ? PLEG_CRI_LIST_UNARY_FALLBACK : PLEG_CRI_LIST_STREAMING;
+    gboolean changed;
+
+    g_mutex_lock(&client->list_lock);
+    changed = client->list_path != path;
+    client->list_path = path;
+    if (unimplemented)
+        client->list_probe_at_usec = g_get_monotonic_time() + client->list_probe_interval_usec;
+    g_mutex_unlock(&client->list_lock);
+    if (changed)
+        list_notify(client, unimplemented ? PLEG_CRI_LIST_NOTICE_FALLBACK
+                                          : PLEG_CRI_LIST_NOTICE_STREAMING,
+                    unimplemented);
+}
+
+/* A whole (unfiltered) unary listing ended: RESOURCE_EXHAUSTED, an answer over the receive
+ * limit, is noticed once until that listing fits again.  One pod's listings, which fit on a node
+ * whose whole listing does not, change nothing. */
+static void
+list_unary_answered(PlegCriClient *client, Listing listing, gboolean whole, const GError *error)
+{
+    gboolean too_large = g_error_matches(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_RESOURCE_EXHAUSTED);
+    gboolean say;
+
+    if (!whole || (error && !too_large))
+        return;
+    g_mutex_lock(&client->list_lock);
+    say = too_large && !client->too_large_said[listing];
+    client->too_large_said[listing] = too_large;
+    g_mutex_unlock(&client->list_lock);
+    if (say)
+        list_notify(client, PLEG_CRI_LIST_NOTICE_TOO_LARGE, error);
+}
+
+typedef void (*ListSink)(const ProtobufCMessage *message, GPtrArray *items);
+
+/* One list stream, each message decoded into @items as it arrives and freed at once, so that the
+ * whole answer is never held twice.  The stream's deadline is the client's call deadline. */
+static gboolean
+list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
+            const ProtobufCMessageDescriptor *response_descriptor, ListSink sink,
+            GPtrArray *items, GCancellable *cancellable, GError **error)
+{
+    g_autoptr(CriStream) stream = cri_stream_start(client->channel, method, request,
+                                                   response_descriptor, client->timeout_usec,
+                                                   FALSE, error);
+
+    if (!stream)
+        return FALSE;
+    for (;;) {
+        g_autoptr(ProtobufCMessage) message = NULL;
+
+        if (!cri_stream_read(stream, &message, cancellable, error))
+            return FALSE;
+        if (!message)
+            return TRUE;
+        sink(message, items);
+    }
+}
+
+/* Lists through the stream when the gate says so; FALSE with @error on a failure other than
+ * UNIMPLEMENTED, and FALSE without an error when the caller must list unary instead. */
+static gboolean
+try_list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
+                const ProtobufCMessageDescriptor *response_descriptor, ListSink sink,
+                GPtrArray *items, GCancellable *cancellable, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+
+    if (!list_use_streams(client))
+        return FALSE;
+    if (list_stream(client, method, request, response_descriptor, sink, items, cancellable,
+                    &local_error)) {
+        list_streams_answered(client, NULL);
+        return TRUE;
+    }
+    g_ptr_array_set_size(items, 0);
+    if (g_error_matches(local_error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_UNIMPLEMENTED)) {
+        g_debug("%s, listing with the unary RPC", local_error->message);
+        list_streams_answered(client, local_error);
+        return FALSE;
+    }
+    g_propagate_error(error, g_steal_pointer(&local_error));
+    return FALSE;
+}
+
+static void
+add_sandboxes(const ProtobufCMessage *message, GPtrArray *sandboxes)
+{
+    const Runtime__V1__StreamPodSandboxesResponse *response = (gconstpointer)message;
+
+    for (size_t i = 0; i < response->n_pod_sandboxes; i++)
+        g_ptr_array_add(sandboxes, cri_decode_pod_sandbox(response->pod_sandboxes[i]));
+}
+
+static void
+add_containers(const ProtobufCMessage *message, GPtrArray *containers)
+{
+    const Runtime__V1__StreamContainersResponse *response = (gconstpointer)message;
+
+    for (size_t i = 0; i < response->n_containers; i++)
+        g_ptr_array_add(containers, cri_decode_container(response->containers[i]));
+}
+
 /* ---- PlegRuntime ---- */
 
 static gboolean
 list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
                    GPtrArray **ret_sandboxes, GCancellable *cancellable, GError **error)
 {
+    Runtime__V1__StreamPodSandboxesRequest stream_request =
+        RUNTIME__V1__STREAM_POD_SANDBOXES_REQUEST__INIT;
     Runtime__V1__ListPodSandboxRequest request = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
     g_autoptr(Runtime__V1__ListPodSandboxResponse) response = NULL;
-    GPtrArray *sandboxes;
+    g_autoptr(GPtrArray) sandboxes =
+        g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_sandbox_free);
+    g_autoptr(GError) local_error = NULL;
+
+    stream_request.filter = filter;
+    if (try_list_stream(client, "StreamPodSandboxes", &stream_request.base,
+                        &runtime__v1__stream_pod_sandboxes_response__descriptor, add_sandboxes,
+                        sandboxes, cancellable, &local_error)) {
+        *ret_sandboxes = g_steal_pointer(&sandboxes);
+        return TRUE;
+    }
+    if (local_error) {
+        g_propagate_error(error, g_steal_pointer(&local_error));
+        return FALSE;
+    }
 
     request.filter = filter;
     response = call(client, "ListPodSandbox", &request.base,
-                    &runtime__v1__list_pod_sandbox_response__descriptor, cancellable, error);
-    if (!response)
+                    &runtime__v1__list_pod_sandbox_response__descriptor, cancellable, &local_error);
+    list_unary_answered(client, LIST_SANDBOXES, filter == NULL, local_error);
+    if (!response) {
+        g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
+    }
 
-    sandboxes = g_ptr_array_new_full(response->n_items, (GDestroyNotify)pleg_pod_sandbox_free);
     for (size_t i = 0; i < response->n_items; i++)
         g_ptr_array_add(sandboxes, cri_decode_pod_sandbox(response->items[i]));
-    *ret_sandboxes = sandboxes;
+    *ret_sandboxes = g_steal_pointer(&sandboxes);
     return TRUE;
 }
 
@@ -167,24 +394,41 @@ runtime_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **r
                         GCancellable *cancellable, GError **error)
 {
     PlegCriClient *client = impl;
+    Runtime__V1__StreamContainersRequest stream_request = RUNTIME__V1__STREAM_CONTAINERS_REQUEST__INIT;
     Runtime__V1__ListContainersRequest request = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
     Runtime__V1__ContainerFilter filter = RUNTIME__V1__CONTAINER_FILTER__INIT;
     g_autoptr(Runtime__V1__ListContainersResponse) response = NULL;
-    GPtrArray *containers;
+    g_autoptr(GPtrArray) containers =
+        g_ptr_array_new_with_free_func((GDestroyNotify)pleg_container_free);
+    g_autoptr(GError) local_error = NULL;
 
     if (pod_sandbox_id) {
         filter.pod_sandbox_id = (char *)pod_sandbox_id;
         request.filter = &filter;
+        stream_request.filter = &filter;
     }
-    response = call(client, "ListContainers", &request.base,
-                    &runtime__v1__list_containers_response__descriptor, cancellable, error);
-    if (!response)
+    if (try_list_stream(client, "StreamContainers", &stream_request.base,
+                        &runtime__v1__stream_containers_response__descriptor, add_containers,
+                        containers, cancellable, &local_error)) {
+        *ret_containers = g_steal_pointer(&containers);
+        return TRUE;
+    }
+    if (local_error) {
+        g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
+    }
 
-    containers = g_ptr_array_new_full(response->n_containers, (GDestroyNotify)pleg_container_free);
+    response = call(client, "ListContainers", &request.base,
+                    &runtime__v1__list_containers_response__descriptor, cancellable, &local_error);
+    list_unary_answered(client, LIST_CONTAINERS, pod_sandbox_id == NULL, local_error);
+    if (!response) {
+        g_propagate_error(error, g_steal_pointer(&local_error));
+        return FALSE;
+    }
+
     for (size_t i = 0; i < response->n_containers; i++)
         g_ptr_array_add(containers, cri_decode_container(response->containers[i]));
-    *ret_containers = containers;
+    *ret_containers = g_steal_pointer(&containers);
     return TRUE;
 }
 

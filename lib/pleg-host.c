@@ -76,6 +76,8 @@ struct _PlegHost {
     gint64 relist_threshold_usec;
     gint64 pleg_started_ns;
     PlegMetric *relist_duration; /* one observation per global relist attempt */
+    PlegMetric *cri_streaming;   /* kubelet_cri_streaming_enabled, with CRIListStreaming on */
+    char *list_probe_interval_text;
     guint64 relist_attempts_at_start;
 
     GPtrArray *subscriptions;
@@ -1075,6 +1077,70 @@ pleg_host_stop(PlegHost *self)
 
 /* ---- the host ---- */
 
+/* ---- CRI list streaming (KEP-5825) ---- */
+
+/* Says each change of listing path once, at the default level, and keeps kubelet's gauge:
+ * 1 while listings stream, 0 while they fall back to unary RPCs. */
+static void
+list_notice(PlegCriClient *client, PlegCriListNotice notice, const GError *reason,
+            gpointer user_data)
+{
+    PlegHost *self = user_data;
+    static const char *const labels[] = {"runtime", NULL};
+
+    switch (notice) {
+    case PLEG_CRI_LIST_NOTICE_STREAMING:
+        g_message("listing pod sandboxes and containers through the CRI list streams "
+                  "(StreamPodSandboxes, StreamContainers)");
+        pleg_metric_set(self->cri_streaming, labels, 1);
+        break;
+    case PLEG_CRI_LIST_NOTICE_FALLBACK:
+        g_message("the runtime does not serve the CRI list streams (%s): listing with "
+                  "ListPodSandbox and ListContainers, and trying the streams again every %s",
+                  reason->message, self->list_probe_interval_text);
+        pleg_metric_set(self->cri_streaming, labels, 0);
+        break;
+    case PLEG_CRI_LIST_NOTICE_TOO_LARGE:
+        g_message("the runtime's listing no longer fits in one answer (%s): this node has "
+                  "outgrown unary listing, and every relist fails until the runtime serves the "
+                  "CRI list streams that CRIListStreaming uses",
+                  reason->message);
+        break;
+    }
+}
+
+/* A unary listing too large to receive, with the gate off: the remedy is the gate. */
+static void
+list_notice_gate_off(PlegCriClient *client, PlegCriListNotice notice, const GError *reason,
+                     gpointer user_data)
+{
+    if (notice == PLEG_CRI_LIST_NOTICE_TOO_LARGE)
+        g_message("the runtime's listing no longer fits in one answer (%s): this node has "
+                  "outgrown unary listing, and every relist fails until CRI list streaming is "
+                  "on: enable the CRIListStreaming feature gate (--feature-gates="
+                  "CRIListStreaming=true) with a runtime that serves it (KEP-5825)",
+                  reason->message);
+}
+
+static void
+list_streaming_setup(PlegHost *self, gboolean enabled, gint64 probe_interval_usec)
+{
+    if (!enabled) {
+        pleg_cri_client_set_list_notice_func(self->client, list_notice_gate_off, NULL, NULL);
+        return;
+    }
+    if (probe_interval_usec <= 0)
+        probe_interval_usec = PLEG_CRI_LIST_PROBE_INTERVAL_USEC;
+    self->list_probe_interval_text = pleg_duration_format(probe_interval_usec);
+    self->cri_streaming = pleg_metrics_register(
+        self->metrics, PLEG_METRIC_GAUGE, "kubelet_cri_streaming_enabled",
+        "[ALPHA] 1 while CRI listings use the KEP-5825 list streams, 0 while they fall back to "
+        "the unary RPCs because the runtime answered UNIMPLEMENTED.",
+        (const char *const[]){"service", NULL}, NULL, 0);
+    pleg_cri_client_set_list_streaming(self->client, TRUE, probe_interval_usec);
+    pleg_cri_client_set_list_notice_func(self->client, list_notice, self, NULL);
+}
+
 PlegHost *
 pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContext *context,
               GError **error)
@@ -1120,6 +1186,10 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
                                       ? config->generic.relist_threshold_usec
                                       : PLEG_DEFAULT_RELIST_THRESHOLD_USEC;
     self->metrics = pleg_metrics_registry_new();
+    if (self->client)
+        list_streaming_setup(self,
+                             pleg_feature_gates_enabled(gates, PLEG_FEATURE_CRI_LIST_STREAMING),
+                             config->list_stream_probe_interval_usec);
     self->pleg = pleg_generic_new(self->runtime, &config->generic, self->metrics);
     self->relist_duration =
         pleg_metrics_lookup(self->metrics, "kubelet_pleg_relist_duration_seconds");
@@ -1160,8 +1230,12 @@ pleg_host_free(PlegHost *self)
         pleg_metrics_registry_unref(self->metrics);
     if (self->runtime)
         pleg_runtime_unref(self->runtime);
-    if (self->client)
+    if (self->client) {
+        /* The notices point at this host; the client may outlive it in a runtime reference. */
+        pleg_cri_client_set_list_notice_func(self->client, NULL, NULL, NULL);
         pleg_cri_client_unref(self->client);
+    }
+    g_free(self->list_probe_interval_text);
     pleg_feature_gates_free(self->own_gates);
     g_strfreev(self->disabled_plugins);
     g_strfreev(self->required_plugins);

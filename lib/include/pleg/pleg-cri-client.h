@@ -90,6 +90,103 @@ gboolean pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name,
                                  GError **error);
 
 /**
+ * PlegCriListPath:
+ * @PLEG_CRI_LIST_UNARY: ListPodSandbox and ListContainers, one answer each (the gate is off,
+ *   or no listing has gone through the streams yet).
+ * @PLEG_CRI_LIST_STREAMING: StreamPodSandboxes and StreamContainers (KEP-5825): the listing in
+ *   as many messages as the runtime cuts it into, so no answer is bounded by
+ *   %PLEG_CRI_MAX_RECEIVE_BYTES.
+ * @PLEG_CRI_LIST_UNARY_FALLBACK: the runtime answered the streams UNIMPLEMENTED; listings are
+ *   unary until the next probe of the streams.
+ *
+ * How the client lists, for a #PlegRuntime's listings (global and targeted relists alike).
+ */
+typedef enum {
+    PLEG_CRI_LIST_UNARY,
+    PLEG_CRI_LIST_STREAMING,
+    PLEG_CRI_LIST_UNARY_FALLBACK,
+} PlegCriListPath;
+
+/* Returns: (transfer none): "unary", "streaming" or "unary-fallback". */
+const char *pleg_cri_list_path_to_string(PlegCriListPath path);
+
+/** PLEG_CRI_LIST_PROBE_INTERVAL_USEC: how long a fallback lasts before the streams are tried
+ * again, 5 minutes: a runtime upgraded in place is picked up without a restart. */
+#define PLEG_CRI_LIST_PROBE_INTERVAL_USEC (5 * 60 * G_USEC_PER_SEC)
+
+/**
+ * pleg_cri_client_set_list_streaming:
+ * @enabled: the `CRIListStreaming` feature gate (KEP-5825; alpha, off by default in kubelet).
+ * @probe_interval_usec: how long an UNIMPLEMENTED answer keeps listings unary before the
+ *   streams are tried again; 0 selects %PLEG_CRI_LIST_PROBE_INTERVAL_USEC.
+ *
+ * With @enabled, every listing goes through StreamPodSandboxes / StreamContainers with the same
+ * filter as the unary RPC would carry.  Each message is decoded as it arrives; the whole stream
+ * is under the client's call deadline; a failure mid-stream fails the listing as a unary error
+ * does, and what had arrived is dropped.  A runtime that answers UNIMPLEMENTED (kubelet's
+ * fallback rule) is asked the unary RPC in the same listing and in later ones, and the streams
+ * are tried again after @probe_interval_usec.  Resets the path to %PLEG_CRI_LIST_UNARY.
+ *
+ * Thread safety: callable from any thread; listings in progress finish on the path they took.
+ */
+void pleg_cri_client_set_list_streaming(PlegCriClient *client, gboolean enabled,
+                                        gint64 probe_interval_usec);
+
+/**
+ * pleg_cri_client_get_list_path:
+ *
+ * Returns: the path the last listing took, as far as the streams are concerned: streaming once
+ *   a stream has answered, unary-fallback after UNIMPLEMENTED.
+ *
+ * Thread safety: callable from any thread.
+ */
+PlegCriListPath pleg_cri_client_get_list_path(PlegCriClient *client);
+
+/**
+ * PlegCriListNotice:
+ * @PLEG_CRI_LIST_NOTICE_STREAMING: the streams answered; listings go through them (also after a
+ *   fallback, once a probe succeeds).
+ * @PLEG_CRI_LIST_NOTICE_FALLBACK: the runtime answered the streams UNIMPLEMENTED (@reason);
+ *   listings are unary.  Not repeated while later probes fail the same way.
+ * @PLEG_CRI_LIST_NOTICE_TOO_LARGE: a whole unary listing failed with RESOURCE_EXHAUSTED
+ *   (@reason: "Received message larger than max"): the node's listing no longer fits the
+ *   %PLEG_CRI_MAX_RECEIVE_BYTES a unary answer may carry.  Not repeated until that listing fits
+ *   again.  The listing itself fails as before and is retried by the next relist.
+ *
+ * What a #PlegCriListNoticeFunc is told.
+ */
+typedef enum {
+    PLEG_CRI_LIST_NOTICE_STREAMING,
+    PLEG_CRI_LIST_NOTICE_FALLBACK,
+    PLEG_CRI_LIST_NOTICE_TOO_LARGE,
+} PlegCriListNotice;
+
+/**
+ * PlegCriListNoticeFunc:
+ * @reason: (nullable): the runtime's answer behind the notice; %NULL for
+ *   %PLEG_CRI_LIST_NOTICE_STREAMING.
+ *
+ * Called on the thread that made the listing, with no lock of the client held: it must not
+ * block, and may call pleg_cri_client_get_list_path().
+ */
+typedef void (*PlegCriListNoticeFunc)(PlegCriClient *client, PlegCriListNotice notice,
+                                      const GError *reason, gpointer user_data);
+
+/**
+ * pleg_cri_client_set_list_notice_func:
+ * @func: (nullable): called on each change of listing path and on a listing that outgrew unary
+ *   answers; %NULL removes it.
+ * @destroy: (nullable): frees @user_data when the function is replaced or the client freed.
+ *
+ * Lets a host say what the library does not log above debug: plegd logs each notice once.
+ *
+ * Thread safety: call before the client lists (before the #PlegRuntime is handed to a PLEG);
+ *   not safe against listings in progress.
+ */
+void pleg_cri_client_set_list_notice_func(PlegCriClient *client, PlegCriListNoticeFunc func,
+                                          gpointer user_data, GDestroyNotify destroy);
+
+/**
  * pleg_cri_client_as_runtime:
  *
  * Returns: (transfer full): a #PlegRuntime that forwards to @client and holds a reference on

@@ -79,6 +79,9 @@ typedef struct {
  *   init or start, or being disabled) fails pleg_host_start().
  * @runtime: (nullable): use this runtime instead of a CRI client (tests); the event stream
  *   services then fail with UNIMPLEMENTED.
+ * @list_stream_probe_interval_usec: with the `CRIListStreaming` gate on, how long a runtime's
+ *   UNIMPLEMENTED answer to the list streams keeps listings unary before the streams are tried
+ *   again; 0 = %PLEG_CRI_LIST_PROBE_INTERVAL_USEC (5 min).
  *
  * Initialise with pleg_host_config_init(), then set fields.  Strings are borrowed during
  * pleg_host_new() and copied.
@@ -91,8 +94,9 @@ typedef struct {
     const char *const *disabled_plugins;
     const char *const *required_plugins;
     PlegRuntime *runtime;
+    gint64 list_stream_probe_interval_usec;
     /*< private >*/
-    gpointer reserved[8];
+    gpointer reserved[7];
 } PlegHostConfig;
 
 void pleg_host_config_init(PlegHostConfig *config);

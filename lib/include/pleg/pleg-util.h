@@ -50,6 +50,7 @@ typedef enum {
 #define PLEG_FEATURE_EVENTED_PLEG "EventedPLEG"
 #define PLEG_FEATURE_SYSTEMD_WATCHDOG "SystemdWatchdog"
 #define PLEG_FEATURE_KUBELET_WATCHDOG_DIAGNOSTICS "KubeletWatchdogDiagnostics"
+#define PLEG_FEATURE_CRI_LIST_STREAMING "CRIListStreaming"
 
 typedef struct _PlegFeatureGates PlegFeatureGates;
 
