@@ -127,6 +127,14 @@ evented_plugin_dir(void)
     return g_getenv("PLEG_TEST_EVENTED_PLUGIN_DIR");
 }
 
+/* PLEG_TEST_LIST_STREAMING set: the same test with CRIListStreaming on.  containerd before the
+ * KEP-5825 streams answers them UNIMPLEMENTED, and everything must work as without the gate. */
+static gboolean
+list_streaming(void)
+{
+    return g_getenv("PLEG_TEST_LIST_STREAMING") != NULL;
+}
+
 static gboolean
 plegd_spawn(GError **error)
 {
@@ -140,6 +148,8 @@ plegd_spawn(GError **error)
         argv[4] = "--feature-gates=EventedPLEG=true";
         argv[5] = plugin_dir_arg;
         argv[6] = "--require-plugins=evented";
+    } else if (list_streaming()) {
+        argv[4] = "--feature-gates=CRIListStreaming=true";
     }
     g_auto(GStrv) envp = g_environ_setenv(g_get_environ(), "NOTIFY_SOCKET", fx.notify_path, TRUE);
     int out_fd, err_fd;
@@ -539,6 +549,28 @@ assert_pod_uid(JsonObject *event, const char *uid)
     ck_assert_str_eq(json_object_get_string_member_with_default(event, "pod_uid", ""), uid);
 }
 
+/* With CRIListStreaming: the runtime's answer to the streams was said once, either way, and the
+ * gauge agrees with it. */
+static void
+assert_list_path_said_once(const char *metrics)
+{
+    g_autofree char *log = read_file_or_empty(fx.stderr_path);
+    g_auto(GStrv) lines = g_strsplit(log, "\n", -1);
+    guint fallback = 0, streaming = 0;
+
+    for (char **line = lines; *line; line++) {
+        fallback += strstr(*line, "does not serve the CRI list streams") != NULL;
+        streaming += strstr(*line, "through the CRI list streams") != NULL;
+    }
+    ck_assert_msg(fallback + streaming == 1, "the listing path was said %u times:\n%s",
+                  fallback + streaming, log);
+    ck_assert_msg(strstr(metrics, fallback ? "kubelet_cri_streaming_enabled{service=\"runtime\"} 0\n"
+                                           : "kubelet_cri_streaming_enabled{service=\"runtime\"} 1\n"),
+                  "%s", metrics);
+    fprintf(stderr, "CRIListStreaming: the runtime %s the list streams\n",
+            fallback ? "does not serve" : "serves");
+}
+
 START_TEST(test_container_lifecycle)
 {
     g_autofree char *uid = g_strdup_printf("pleg-integ-%08x", g_random_int());
@@ -618,6 +650,8 @@ START_TEST(test_container_lifecycle)
     assert_relist_sources_global();
     if (evented_plugin_dir())
         assert_evented_waits_at_cap(metrics);
+    if (list_streaming())
+        assert_list_path_said_once(metrics);
     healthz = http_get("/healthz", &status);
     ck_assert_msg(status == 200, "/healthz answered %u: %s", status, healthz);
 }
