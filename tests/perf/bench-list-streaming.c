@@ -16,13 +16,13 @@
  * Exits 1 when a goal is missed.
  */
 #include <gio/gio.h>
-#include <glib/gstdio.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include <pleg/pleg.h>
+
+#include "perf-common.h"
 
 #define CONTAINERS_PER_POD 40
 #define ANNOTATION_BYTES   1100
@@ -32,29 +32,6 @@ typedef struct {
     double cpu_ms; /* per steady relist */
     double peak_mib;
 } Sample;
-
-static double
-cpu_ms_now(void)
-{
-    struct rusage usage;
-
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_utime.tv_sec * 1e3 + usage.ru_utime.tv_usec / 1e3 +
-           usage.ru_stime.tv_sec * 1e3 + usage.ru_stime.tv_usec / 1e3;
-}
-
-/* A field of /proc/self/status in KiB ("VmRSS", "VmHWM"). */
-static double
-status_kib(const char *field)
-{
-    g_autofree char *text = NULL;
-    const char *line;
-
-    if (!g_file_get_contents("/proc/self/status", &text, NULL, NULL))
-        return 0;
-    line = strstr(text, field);
-    return line ? g_ascii_strtod(line + strlen(field) + 1, NULL) : 0;
-}
 
 /* The child: relists through one path and prints "CPU_MS PEAK_MIB". */
 static int
@@ -77,13 +54,13 @@ child(const char *endpoint, gboolean streaming, int relists)
     pleg_generic_config_init(&config);
     pleg = pleg_generic_new(runtime, &config, registry);
 
-    rss_kib = status_kib("VmRSS:");
+    rss_kib = perf_status_kib("VmRSS:");
     if (!pleg_generic_relist(pleg, &error)) {
         g_printerr("bench-list-streaming: first relist: %s\n", error->message);
         pleg_generic_free(pleg);
         return 2;
     }
-    cpu_start = cpu_ms_now();
+    cpu_start = perf_cpu_ms();
     for (int i = 0; i < relists; i++) {
         if (!pleg_generic_relist(pleg, &error)) {
             g_printerr("bench-list-streaming: relist: %s\n", error->message);
@@ -91,13 +68,13 @@ child(const char *endpoint, gboolean streaming, int relists)
             return 2;
         }
     }
-    cpu_ms = (cpu_ms_now() - cpu_start) / relists;
+    cpu_ms = (perf_cpu_ms() - cpu_start) / relists;
     if (streaming && pleg_cri_client_get_list_path(client) != PLEG_CRI_LIST_STREAMING) {
         g_printerr("bench-list-streaming: the relists did not stream\n");
         pleg_generic_free(pleg);
         return 2;
     }
-    printf("%.3f %.2f\n", cpu_ms, (status_kib("VmHWM:") - rss_kib) / 1024.0);
+    printf("%.3f %.2f\n", cpu_ms, (perf_status_kib("VmHWM:") - rss_kib) / 1024.0);
     pleg_generic_free(pleg);
     return 0;
 }
@@ -109,25 +86,9 @@ run_child(const char *self, const char *endpoint, gboolean streaming, int relist
     g_autofree char *endpoint_arg = g_strdup_printf("--child-endpoint=%s", endpoint);
     const char *argv[] = {self, endpoint_arg, streaming ? "--child-streaming" : "--child-unary",
                           relists_arg, NULL};
-    g_autofree char *out = NULL;
-    g_autoptr(GError) error = NULL;
-    int status;
+    g_autofree char *out = perf_run_child(argv);
 
-    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_CHILD_INHERITS_STDIN, NULL, NULL, &out,
-                      NULL, &status, &error) ||
-        !g_spawn_check_wait_status(status, &error)) {
-        g_printerr("bench-list-streaming: child: %s\n", error->message);
-        return FALSE;
-    }
     return sscanf(out, "%lf %lf", &ret->cpu_ms, &ret->peak_mib) == 2;
-}
-
-static int
-compare_doubles(gconstpointer a, gconstpointer b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
 }
 
 /* Median, min and max of one field of @samples. */
@@ -139,50 +100,7 @@ stats(const Sample *samples, int n, gsize offset, double *ret_median, double *re
 
     for (int i = 0; i < n; i++)
         values[i] = *(const double *)((const char *)&samples[i] + offset);
-    qsort(values, n, sizeof(double), (int (*)(const void *, const void *))compare_doubles);
-    *ret_median = n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-    *ret_min = values[0];
-    *ret_max = values[n - 1];
-}
-
-/* cri-sim on a socket in @dir with @containers containers; returns its stdin to keep open. */
-static GSubprocess *
-start_sim(const char *cri_sim, const char *dir, int containers, char **ret_endpoint)
-{
-    g_autofree char *socket_path = g_build_filename(dir, "cri.sock", NULL);
-    g_autofree char *bulk = g_strdup_printf("bulk %d %d %d\n", containers / CONTAINERS_PER_POD,
-                                            CONTAINERS_PER_POD, ANNOTATION_BYTES);
-    g_autoptr(GError) error = NULL;
-    g_autoptr(GDataInputStream) out = NULL;
-    g_autofree char *line = NULL;
-    GSubprocess *sim;
-
-    sim = g_subprocess_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error,
-                           cri_sim, "--socket", socket_path, NULL);
-    if (!sim) {
-        g_printerr("bench-list-streaming: %s\n", error->message);
-        exit(2);
-    }
-    out = g_data_input_stream_new(g_subprocess_get_stdout_pipe(sim));
-    line = g_data_input_stream_read_line(out, NULL, NULL, NULL); /* "ready" */
-    g_output_stream_write_all(g_subprocess_get_stdin_pipe(sim), bulk, strlen(bulk), NULL, NULL,
-                              NULL);
-    g_free(line);
-    line = g_data_input_stream_read_line(out, NULL, NULL, NULL); /* "ok" */
-    if (!line || !g_str_equal(line, "ok")) {
-        g_printerr("bench-list-streaming: cri-sim did not take \"%s\"\n", g_strstrip(bulk));
-        exit(2);
-    }
-    *ret_endpoint = g_strconcat("unix://", socket_path, NULL);
-    return sim;
-}
-
-static void
-stop_sim(GSubprocess *sim)
-{
-    g_output_stream_close(g_subprocess_get_stdin_pipe(sim), NULL, NULL);
-    g_subprocess_wait(sim, NULL, NULL);
-    g_object_unref(sim);
+    perf_stats(values, n, ret_median, ret_min, ret_max);
 }
 
 int
@@ -207,11 +125,11 @@ main(int argc, char **argv)
     g_autoptr(GOptionContext) context = g_option_context_new("CRI-SIM");
     g_autoptr(GError) error = NULL;
     g_autofree Sample *unary = NULL, *streams = NULL;
-    g_autofree char *dir = NULL, *endpoint = NULL;
     double u_cpu, u_min, u_max, s_cpu, s_min, s_max, u_peak, up_min, up_max, s_peak, sp_min,
         sp_max;
     gboolean ok = TRUE;
-    GSubprocess *sim;
+    g_autofree char *bulk = NULL;
+    PerfSim *sim;
 
     g_option_context_add_main_entries(context, entries, NULL);
     if (!g_option_context_parse(context, &argc, &argv, &error)) {
@@ -226,19 +144,24 @@ main(int argc, char **argv)
         return 2;
     }
 
-    dir = g_dir_make_tmp("bench-list-streaming-XXXXXX", NULL);
-    sim = start_sim(argv[1], dir, containers, &endpoint);
+    bulk = g_strdup_printf("bulk %d %d %d", containers / CONTAINERS_PER_POD, CONTAINERS_PER_POD,
+                           ANNOTATION_BYTES);
+    sim = perf_sim_start(argv[1], bulk);
     unary = g_new0(Sample, rounds);
     streams = g_new0(Sample, rounds);
     for (int i = 0; i < rounds; i++) {
         /* Alternate which path goes first, so that neither always follows the other. */
         gboolean streams_first = i % 2;
 
-        if (!run_child(argv[0], endpoint, streams_first, relists, streams_first ? &streams[i] : &unary[i]) ||
-            !run_child(argv[0], endpoint, !streams_first, relists, streams_first ? &unary[i] : &streams[i]))
+        const char *endpoint = perf_sim_get_endpoint(sim);
+
+        if (!run_child(argv[0], endpoint, streams_first, relists,
+                       streams_first ? &streams[i] : &unary[i]) ||
+            !run_child(argv[0], endpoint, !streams_first, relists,
+                       streams_first ? &unary[i] : &streams[i]))
             return 2;
     }
-    stop_sim(sim);
+    perf_sim_stop(sim);
 
     stats(unary, rounds, G_STRUCT_OFFSET(Sample, cpu_ms), &u_cpu, &u_min, &u_max);
     stats(streams, rounds, G_STRUCT_OFFSET(Sample, cpu_ms), &s_cpu, &s_min, &s_max);
@@ -263,18 +186,16 @@ main(int argc, char **argv)
     }
 
     if (huge > 0) {
-        g_autofree char *huge_endpoint = NULL;
-        g_autofree char *huge_dir = g_dir_make_tmp("bench-list-streaming-XXXXXX", NULL);
+        g_autofree char *huge_bulk = g_strdup_printf(
+            "bulk %d %d %d", huge / CONTAINERS_PER_POD, CONTAINERS_PER_POD, ANNOTATION_BYTES);
         Sample sample;
 
-        sim = start_sim(argv[1], huge_dir, huge, &huge_endpoint);
-        if (!run_child(argv[0], huge_endpoint, TRUE, relists, &sample))
+        sim = perf_sim_start(argv[1], huge_bulk);
+        if (!run_child(argv[0], perf_sim_get_endpoint(sim), TRUE, relists, &sample))
             return 2;
-        stop_sim(sim);
+        perf_sim_stop(sim);
         printf("streaming at %d containers: CPU %.2f ms per relist, peak RSS +%.1f MiB\n", huge,
                sample.cpu_ms, sample.peak_mib);
-        g_rmdir(huge_dir);
     }
-    g_rmdir(dir);
     return ok ? 0 : 1;
 }

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "perf-common.h"
+
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+struct _PerfSim {
+    GSubprocess *process;
+    GDataInputStream *out;
+    char *dir;
+    char *endpoint;
+};
+
+static G_NORETURN void
+die(const char *format, ...) G_GNUC_PRINTF(1, 2);
+
+static void
+die(const char *format, ...)
+{
+    va_list args;
+
+    va_start(args, format);
+    fputs("perf: ", stderr);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+    exit(2);
+}
+
+void
+perf_sim_run(PerfSim *sim, const char *command)
+{
+    g_autofree char *line = g_strconcat(command, "\n", NULL);
+    g_autofree char *answer = NULL;
+
+    if (!g_output_stream_write_all(g_subprocess_get_stdin_pipe(sim->process), line, strlen(line),
+                                   NULL, NULL, NULL))
+        die("cannot write to cri-sim");
+    answer = g_data_input_stream_read_line(sim->out, NULL, NULL, NULL);
+    if (!answer || !g_str_equal(answer, "ok"))
+        die("cri-sim answered \"%s\" to \"%s\"", answer ? answer : "(nothing)", command);
+}
+
+PerfSim *
+perf_sim_start(const char *cri_sim, const char *commands)
+{
+    PerfSim *sim = g_new0(PerfSim, 1);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *socket_path = NULL;
+    g_autofree char *ready = NULL;
+    g_auto(GStrv) lines = NULL;
+
+    sim->dir = g_dir_make_tmp("pleg-perf-XXXXXX", &error);
+    if (!sim->dir)
+        die("%s", error->message);
+    socket_path = g_build_filename(sim->dir, "cri.sock", NULL);
+    sim->process =
+        g_subprocess_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error,
+                         cri_sim, "--socket", socket_path, NULL);
+    if (!sim->process)
+        die("%s", error->message);
+    sim->out = g_data_input_stream_new(g_subprocess_get_stdout_pipe(sim->process));
+    ready = g_data_input_stream_read_line(sim->out, NULL, NULL, NULL);
+    if (!ready || !g_str_equal(ready, "ready"))
+        die("cri-sim did not start");
+    lines = g_strsplit(commands ? commands : "", "\n", -1);
+    for (char **line = lines; *line; line++)
+        if (**line)
+            perf_sim_run(sim, *line);
+    sim->endpoint = g_strconcat("unix://", socket_path, NULL);
+    return sim;
+}
+
+const char *
+perf_sim_get_endpoint(PerfSim *sim)
+{
+    return sim->endpoint;
+}
+
+void
+perf_sim_stop(PerfSim *sim)
+{
+    g_output_stream_close(g_subprocess_get_stdin_pipe(sim->process), NULL, NULL);
+    g_subprocess_wait(sim->process, NULL, NULL);
+    g_object_unref(sim->out);
+    g_object_unref(sim->process);
+    g_rmdir(sim->dir);
+    g_free(sim->dir);
+    g_free(sim->endpoint);
+    g_free(sim);
+}
+
+double
+perf_cpu_ms(void)
+{
+    struct rusage usage;
+
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_utime.tv_sec * 1e3 + usage.ru_utime.tv_usec / 1e3 +
+           usage.ru_stime.tv_sec * 1e3 + usage.ru_stime.tv_usec / 1e3;
+}
+
+gint64
+perf_minor_faults(void)
+{
+    struct rusage usage;
+
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_minflt;
+}
+
+double
+perf_status_kib(const char *field)
+{
+    g_autofree char *text = NULL;
+    const char *line;
+
+    if (!g_file_get_contents("/proc/self/status", &text, NULL, NULL))
+        return 0;
+    line = strstr(text, field);
+    return line ? g_ascii_strtod(line + strlen(field), NULL) : 0;
+}
+
+char *
+perf_run_child(const char *const *argv)
+{
+    g_autoptr(GError) error = NULL;
+    char *out = NULL;
+    int status;
+
+    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_CHILD_INHERITS_STDIN, NULL, NULL, &out,
+                      NULL, &status, &error) ||
+        !g_spawn_check_wait_status(status, &error))
+        die("%s %s: %s", argv[0], argv[1] ? argv[1] : "", error->message);
+    return out;
+}
+
+static int
+compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+void
+perf_stats(double *values, guint n, double *ret_median, double *ret_min, double *ret_max)
+{
+    g_return_if_fail(n > 0);
+
+    qsort(values, n, sizeof(double), compare_doubles);
+    *ret_median = n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+    *ret_min = values[0];
+    *ret_max = values[n - 1];
+}
