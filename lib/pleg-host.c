@@ -991,10 +991,13 @@ check_required(PlegHost *self, gboolean started, GError **error)
         PluginEntry *entry = find_plugin(self, name);
 
         if (!entry) {
+            g_autofree char *dir = pleg_log_text(self->plugin_dir && *self->plugin_dir
+                                                     ? self->plugin_dir
+                                                     : "(no plugin directory)",
+                                                 -1, 4096);
+
             g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN,
-                        "required plugin %s was not found in %s", name,
-                        self->plugin_dir && *self->plugin_dir ? self->plugin_dir
-                                                              : "(no plugin directory)");
+                        "required plugin %s was not found in %s", name, dir);
             return FALSE;
         }
         switch (entry->info.state) {
