@@ -24,6 +24,8 @@
 #include <string.h>
 #include <sys/un.h>
 
+#include <pleg/pleg-util.h>
+
 #include "cri-private.h"
 #include "pleg/pleg-plugin.h"
 
@@ -51,6 +53,7 @@ gboolean
 cri_endpoint_parse(const char *endpoint, char **ret_target, GError **error)
 {
     const char *path = NULL;
+    g_autofree char *shown = pleg_log_text(endpoint ? endpoint : "", -1, 0);
 
     g_return_val_if_fail(ret_target != NULL, FALSE);
 
@@ -67,7 +70,7 @@ cri_endpoint_parse(const char *endpoint, char **ret_target, GError **error)
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                     "invalid CRI endpoint \"%s\": expected a unix socket, "
                     "unix:///path/to/socket or an absolute path",
-                    endpoint ? endpoint : "");
+                    shown);
         return FALSE;
     }
 
@@ -75,7 +78,7 @@ cri_endpoint_parse(const char *endpoint, char **ret_target, GError **error)
     if (strlen(path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                     "invalid CRI endpoint \"%s\": a unix socket path has at most %zu bytes",
-                    endpoint, sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1);
+                    shown, sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1);
         return FALSE;
     }
     /* gRPC reads the target as a URI: these would silently name another socket. */
@@ -83,7 +86,7 @@ cri_endpoint_parse(const char *endpoint, char **ret_target, GError **error)
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                     "invalid CRI endpoint \"%s\": '?', '#' and '%%' are not supported in a socket "
                     "path",
-                    endpoint);
+                    shown);
         return FALSE;
     }
 
@@ -126,8 +129,10 @@ set_status_error(GError **error, CriChannel *self, const char *method, grpc_stat
     g_autofree char *text = NULL;
     int error_code = code;
 
+    /* The runtime's own words: any bytes, any length. */
     if (GRPC_SLICE_LENGTH(details) > 0)
-        text = g_strndup((const char *)GRPC_SLICE_START_PTR(details), GRPC_SLICE_LENGTH(details));
+        text = pleg_log_text((const char *)GRPC_SLICE_START_PTR(details),
+                             (gssize)GRPC_SLICE_LENGTH(details), 1024);
     if (error_code <= GRPC_STATUS_OK || error_code > PLEG_CRI_ERROR_UNAUTHENTICATED)
         error_code = PLEG_CRI_ERROR_UNKNOWN;
 

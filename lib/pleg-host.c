@@ -614,16 +614,20 @@ static void
 plugin_fail(PluginEntry *entry, PlegHostError code, const char *format, ...)
 {
     g_autofree char *reason = NULL;
+    g_autofree char *name = pleg_log_text(entry->info.name, -1, 0);
+    g_autofree char *path = pleg_log_text(entry->info.path, -1, 4096);
     va_list args;
 
     va_start(args, format);
     reason = g_strdup_vprintf(format, args);
     va_end(args);
 
+    /* Untrusted parts of @format's arguments (a .plugin file's bytes, a plugin's message) are
+     * escaped by the callers; the name and path come from file names and Module=. */
     entry->info.state = PLEG_PLUGIN_STATE_FAILED;
     g_clear_error(&entry->info.error);
-    entry->info.error = g_error_new(PLEG_HOST_ERROR, code, "plugin %s (%s): %s", entry->info.name,
-                                    entry->info.path, reason);
+    entry->info.error = g_error_new(PLEG_HOST_ERROR, code, "plugin %s (%s): %s", name, path,
+                                    reason);
 }
 
 static gboolean
@@ -668,8 +672,10 @@ read_plugin_file(PlegHost *self, PluginEntry *entry)
     g_autofree char *gate = NULL;
 
     if (!g_key_file_load_from_file(key_file, entry->plugin_file, G_KEY_FILE_NONE, &local_error)) {
-        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG, "cannot read the plugin file: %s",
-                    local_error->message);
+        /* GLib quotes the offending line, whatever its bytes. */
+        g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
+
+        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG, "cannot read the plugin file: %s", why);
         return FALSE;
     }
 
@@ -679,7 +685,9 @@ read_plugin_file(PlegHost *self, PluginEntry *entry)
         return FALSE;
     }
     if (!valid_plugin_name(name)) {
-        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG, "invalid Name=%s, want [a-z0-9-]+", name);
+        g_autofree char *shown = pleg_log_text(name, -1, 0);
+
+        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG, "invalid Name=%s, want [a-z0-9-]+", shown);
         return FALSE;
     }
     g_free(entry->info.name);
@@ -762,16 +770,20 @@ check_descriptor(PluginEntry *entry, const PlegPluginDescriptor *descriptor)
         return FALSE;
     }
     if (!descriptor->name || !g_str_equal(descriptor->name, entry->info.name)) {
-        plugin_fail(
-            entry, PLEG_HOST_ERROR_PLUGIN_ABI, "descriptor name %s does not match Name=%s of %s",
-            descriptor->name ? descriptor->name : "(null)", entry->info.name, entry->plugin_file);
+        g_autofree char *shown = pleg_log_text(descriptor->name, -1, 0);
+
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI,
+                    "descriptor name %s does not match Name=%s of %s", shown, entry->info.name,
+                    entry->plugin_file);
         return FALSE;
     }
     if (g_strcmp0(descriptor->feature_gate, entry->feature_gate) != 0) {
+        g_autofree char *shown = pleg_log_text(descriptor->feature_gate ?: "(none)", -1, 0);
+        g_autofree char *shown_file = pleg_log_text(entry->feature_gate ?: "", -1, 0);
+
         plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI,
-                    "descriptor feature gate %s does not match FeatureGate=%s of %s",
-                    descriptor->feature_gate ? descriptor->feature_gate : "(none)",
-                    entry->feature_gate ? entry->feature_gate : "", entry->plugin_file);
+                    "descriptor feature gate %s does not match FeatureGate=%s of %s", shown,
+                    shown_file, entry->plugin_file);
         return FALSE;
     }
     for (gsize i = 0; i < G_N_ELEMENTS(descriptor->reserved) &&
@@ -838,8 +850,10 @@ init_plugin(PluginEntry *entry)
 
     run_in_plugin_thread(entry, call_init, &result);
     if (!result.ok) {
-        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_INIT, "init failed: %s",
-                    result.error ? result.error->message : "no reason given");
+        g_autofree char *why =
+            pleg_log_text(result.error ? result.error->message : "no reason given", -1, 1024);
+
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_INIT, "init failed: %s", why);
         g_clear_error(&result.error);
         shutdown_plugin(entry);
         return;
@@ -855,8 +869,10 @@ start_plugin(PluginEntry *entry)
 
     run_in_plugin_thread(entry, call_start, &result);
     if (!result.ok) {
-        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_START, "start failed: %s",
-                    result.error ? result.error->message : "no reason given");
+        g_autofree char *why =
+            pleg_log_text(result.error ? result.error->message : "no reason given", -1, 1024);
+
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_START, "start failed: %s", why);
         g_clear_error(&result.error);
         shutdown_plugin(entry);
         return;
@@ -871,10 +887,12 @@ report_failure(PlegHost *self, PluginEntry *entry)
 {
     if (entry->info.state != PLEG_PLUGIN_STATE_FAILED)
         return;
+    /* The library logs at debug: the program decides what its operator sees (plegd logs each
+     * plugin's state once, pleg_host_get_plugins() has the error). */
     if (is_required(self, entry->info.name))
-        g_message("%s", entry->info.error->message);
+        g_debug("%s", entry->info.error->message);
     else
-        g_message("%s, ignoring", entry->info.error->message);
+        g_debug("%s, ignoring", entry->info.error->message);
 }
 
 static GPtrArray *
@@ -976,10 +994,13 @@ check_required(PlegHost *self, gboolean started, GError **error)
         PluginEntry *entry = find_plugin(self, name);
 
         if (!entry) {
+            g_autofree char *dir = pleg_log_text(self->plugin_dir && *self->plugin_dir
+                                                     ? self->plugin_dir
+                                                     : "(no plugin directory)",
+                                                 -1, 4096);
+
             g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN,
-                        "required plugin %s was not found in %s", name,
-                        self->plugin_dir && *self->plugin_dir ? self->plugin_dir
-                                                              : "(no plugin directory)");
+                        "required plugin %s was not found in %s", name, dir);
             return FALSE;
         }
         switch (entry->info.state) {

@@ -27,8 +27,10 @@ static const DurationUnit duration_units[] = {
 static gboolean
 duration_error(GError **error, const char *text, const char *what)
 {
+    g_autofree char *shown = pleg_log_text(text, -1, 0);
+
     g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s in duration \"%s\"", what,
-                text);
+                shown);
     return FALSE;
 }
 
@@ -136,7 +138,7 @@ pleg_duration_parse(const char *text, gint64 *ret_usec, GError **error)
             }
         }
         if (!unit) {
-            g_autofree char *name = g_strndup(p, unit_len);
+            g_autofree char *name = pleg_log_text(p, unit_len, 0);
             g_autofree char *what = g_strdup_printf("unknown unit \"%s\"", name);
 
             return duration_error(error, text, what);
@@ -279,8 +281,10 @@ feature_index(const char *name)
 static gboolean
 unknown_gate_error(GError **error, const char *name)
 {
+    g_autofree char *shown = pleg_log_text(name, -1, 0);
+
     g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "unrecognized feature gate: %s",
-                name);
+                shown);
     return FALSE;
 }
 
@@ -342,8 +346,10 @@ pleg_feature_gates_parse(PlegFeatureGates *gates, const char *text, GError **err
             continue;
         eq = strchr(item, '=');
         if (!eq) {
+            g_autofree char *shown = pleg_log_text(item, -1, 0);
+
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "malformed feature gate \"%s\", expected Name=true|false", item);
+                        "malformed feature gate \"%s\", expected Name=true|false", shown);
             return FALSE;
         }
         *eq = '\0';
@@ -354,9 +360,11 @@ pleg_feature_gates_parse(PlegFeatureGates *gates, const char *text, GError **err
         if (idx < 0)
             return unknown_gate_error(error, name);
         if (!parse_bool(value, &enabled)) {
+            g_autofree char *shown = pleg_log_text(value, -1, 0);
+
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                         "invalid value of %s=%s, err: not a boolean (want true or false)", name,
-                        value);
+                        shown);
             return FALSE;
         }
         staged.enabled[idx] = enabled;

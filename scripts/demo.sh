@@ -89,6 +89,10 @@ until METRICS_URL=$(grep -o 'serving metrics on http://[^ "]*' "$DIR/plegd.log" 
     sleep 0.2
 done
 say "plegd is healthy, metrics on $METRICS_URL"
+# Run from the build tree without --plugin-dir, plegd loads the tree's own plugins.
+say "plegd's plugins:"
+grep -E 'plugins: searching|plugin [a-z0-9-]+: |warning: ' "$DIR/plegd.log" | sed 's/^[^:]*: [0-9:.]*: /  /' >&2 || true
+grep -q 'plugin watchdog: running' "$DIR/plegd.log" || fail "plegd did not load the watchdog plugin"
 
 declare -A sandbox container code
 pods=(web batch job)

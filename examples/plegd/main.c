@@ -66,7 +66,8 @@ typedef struct {
     gint64 relist_threshold_usec;
     GInetSocketAddress *metrics_address; /* NULL: no HTTP server */
     PlegFeatureGates *feature_gates;
-    char *plugin_dir; /* NULL: the build-time default */
+    char *plugin_dir; /* NULL: the default (plegd_default_plugin_dir()) */
+    char *plugin_dir_origin; /* for the log: "--plugin-dir" or "[plegd] of FILE" */
     GStrv disabled_plugins;
     GStrv required_plugins;
     gboolean version;
@@ -83,6 +84,7 @@ options_clear(Options *options)
     g_clear_object(&options->metrics_address);
     g_clear_pointer(&options->feature_gates, pleg_feature_gates_free);
     g_clear_pointer(&options->plugin_dir, g_free);
+    g_clear_pointer(&options->plugin_dir_origin, g_free);
     g_clear_pointer(&options->disabled_plugins, g_strfreev);
     g_clear_pointer(&options->required_plugins, g_strfreev);
 }
@@ -153,14 +155,18 @@ static gboolean
 bad_setting(GError **error, const Settings *settings, SettingId id, const char *why)
 {
     const char *origin = settings->origins[id];
+    g_autofree char *value = pleg_log_text(settings->values[id], -1, 0);
 
-    if (origin)
+    if (origin) {
+        g_autofree char *shown_origin = pleg_log_text(origin, -1, 1024);
+
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid %s \"%s\" in [" CONFIG_GROUP "] of %s: %s", setting_names[id],
-                    settings->values[id], origin, why);
-    else
+                    "invalid %s \"%s\" in [" CONFIG_GROUP "] of %s: %s", setting_names[id], value,
+                    shown_origin, why);
+    } else {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --%s \"%s\": %s",
-                    setting_names[id], settings->values[id], why);
+                    setting_names[id], value, why);
+    }
     return FALSE;
 }
 
@@ -172,8 +178,14 @@ parse_period(const Settings *settings, SettingId id, const char *fallback, gint6
     const char *text = settings->values[id] ?: fallback;
     gint64 usec;
 
-    if (!pleg_duration_parse(text, &usec, &local_error))
+    if (!pleg_duration_parse(text, &usec, &local_error)) {
+        /* The reason names the value too ("... in duration \"X\""): say it once. */
+        char *named = g_strrstr(local_error->message, " in duration \"");
+
+        if (named)
+            *named = '\0';
         return bad_setting(error, settings, id, local_error->message);
+    }
     /* Durations are kept in microseconds: 999ns would silently become 0. */
     if (usec <= 0)
         return bad_setting(error, settings, id, "must be at least 1µs");
@@ -210,8 +222,13 @@ parse_plugin_list(const Settings *settings, SettingId id, GStrv *ret_names, GErr
         if ((*item)[0] == '\0')
             continue;
         if (!is_plugin_name(*item)) {
+            g_autofree char *shown = pleg_log_text(*item, -1, 0);
+            g_autofree char *trimmed = g_strstrip(g_strdup(settings->values[id]));
+            /* The value itself is named already. */
             g_autofree char *why =
-                g_strdup_printf("\"%s\" is not a plugin name ([a-z0-9-]+)", *item);
+                g_str_equal(trimmed, *item)
+                    ? g_strdup("not a plugin name ([a-z0-9-]+)")
+                    : g_strdup_printf("\"%s\" is not a plugin name ([a-z0-9-]+)", shown);
 
             return bad_setting(error, settings, id, why);
         }
@@ -221,6 +238,50 @@ parse_plugin_list(const Settings *settings, SettingId id, GStrv *ret_names, GErr
     return TRUE;
 }
 
+/* GKeyFile keeps the last of two lines with the same key and says nothing: a setting written
+ * twice (an edit appended instead of replacing) would change plegd silently.  Warns about each
+ * repeated key of @contents, naming both lines. */
+static void
+warn_duplicate_keys(const char *path, const char *contents)
+{
+    g_autoptr(GHashTable) first_lines = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_auto(GStrv) lines = g_strsplit(contents, "\n", -1);
+    g_autofree char *group = NULL;
+
+    for (guint i = 0; lines[i]; i++) {
+        g_autofree char *id = NULL;
+        char *line = g_strstrip(lines[i]);
+        char *eq;
+        gpointer first;
+
+        if (line[0] == '#' || line[0] == '\0')
+            continue;
+        if (line[0] == '[') {
+            g_free(group);
+            group = g_strdup(line);
+            continue;
+        }
+        eq = strchr(line, '=');
+        if (!group || !eq)
+            continue; /* GKeyFile has refused the file already */
+        *eq = '\0';
+        g_strchomp(line);
+        id = g_strdup_printf("%s %s", group, line);
+        first = g_hash_table_lookup(first_lines, id);
+        if (first) {
+            g_autofree char *shown_path = pleg_log_text(path, -1, 1024);
+            g_autofree char *shown_key = pleg_log_text(line, -1, 0);
+            g_autofree char *shown_group = pleg_log_text(group, -1, 0);
+
+            plegd_log_warning("--config %s: line %u sets %s in %s again (first on line %u); "
+                              "the last one is used",
+                              shown_path, i + 1, shown_key, shown_group, GPOINTER_TO_UINT(first));
+        } else {
+            g_hash_table_insert(first_lines, g_steal_pointer(&id), GUINT_TO_POINTER(i + 1));
+        }
+    }
+}
+
 /* Fills the settings the command line left unset from the [plegd] group of @path and applies
  * its [FeatureGates] group to @gates. */
 static gboolean
@@ -228,23 +289,32 @@ load_config_file(const char *path, Settings *settings, PlegFeatureGates *gates, 
 {
     g_autoptr(GKeyFile) key_file = g_key_file_new();
     g_autoptr(GError) local_error = NULL;
+    g_autofree char *contents = NULL;
+    g_autofree char *shown = pleg_log_text(path, -1, 1024);
+    gsize length = 0;
     g_auto(GStrv) groups = NULL;
     g_auto(GStrv) keys = NULL;
 
-    if (!g_key_file_load_from_file(key_file, path, G_KEY_FILE_NONE, &local_error)) {
+    if (!g_file_get_contents(path, &contents, &length, &local_error) ||
+        !g_key_file_load_from_data(key_file, contents, length, G_KEY_FILE_NONE, &local_error)) {
+        g_autofree char *why = pleg_log_text(local_error->message, -1, 1024);
+
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --config \"%s\": %s",
-                    path, local_error->message);
+                    shown, why);
         return FALSE;
     }
+    warn_duplicate_keys(path, contents);
 
     /* Anything else is most likely a typo that would silently change nothing. */
     groups = g_key_file_get_groups(key_file, NULL);
     for (char **group = groups; *group; group++) {
         if (!g_str_equal(*group, CONFIG_GROUP) && !g_str_equal(*group, CONFIG_GATES_GROUP)) {
+            g_autofree char *shown_group = pleg_log_text(*group, -1, 0);
+
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                         "invalid --config \"%s\": unknown group [%s] (expected [" CONFIG_GROUP
                         "] or [" CONFIG_GATES_GROUP "])",
-                        path, *group);
+                        shown, shown_group);
             return FALSE;
         }
     }
@@ -258,9 +328,11 @@ load_config_file(const char *path, Settings *settings, PlegFeatureGates *gates, 
                 break;
         }
         if (id == N_SETTINGS) {
+            g_autofree char *shown_key = pleg_log_text(*key, -1, 0);
+
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid --config \"%s\": unknown key \"%s\" in [" CONFIG_GROUP "]", path,
-                        *key);
+                        "invalid --config \"%s\": unknown key \"%s\" in [" CONFIG_GROUP "]", shown,
+                        shown_key);
             return FALSE;
         }
         if (settings->values[id])
@@ -268,7 +340,7 @@ load_config_file(const char *path, Settings *settings, PlegFeatureGates *gates, 
         settings->values[id] = g_key_file_get_string(key_file, CONFIG_GROUP, *key, &local_error);
         if (!settings->values[id]) {
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid --config \"%s\": %s", path, local_error->message);
+                        "invalid --config \"%s\": %s", shown, local_error->message);
             return FALSE;
         }
         settings->origins[id] = path;
@@ -277,7 +349,7 @@ load_config_file(const char *path, Settings *settings, PlegFeatureGates *gates, 
     if (!pleg_feature_gates_load_key_file(gates, key_file, &local_error)) {
         /* The message names the group. */
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --config \"%s\": %s",
-                    path, local_error->message);
+                    shown, local_error->message);
         return FALSE;
     }
     return TRUE;
@@ -344,11 +416,18 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
         "Logs go to stderr; G_MESSAGES_DEBUG=plegd,pleg shows debug logs.\n"
         "Durations use Go syntax: 500ms, 1s, 3m, 1h30m.");
     g_option_context_add_main_entries(context, entries, NULL);
-    if (!g_option_context_parse(context, argc, argv, error))
+    if (!g_option_context_parse(context, argc, argv, &local_error)) {
+        /* GOption's messages quote the argument in full. */
+        g_autofree char *why = pleg_log_text(local_error->message, -1, 1024);
+
+        g_set_error_literal(error, local_error->domain, local_error->code, why);
         return FALSE;
+    }
     if (*argc > 1) {
+        g_autofree char *shown = pleg_log_text((*argv)[1], -1, 0);
+
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "unexpected argument \"%s\"",
-                    (*argv)[1]);
+                    shown);
         return FALSE;
     }
     if (version) {
@@ -359,8 +438,9 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
     if (config_file && !load_config_file(config_file, &settings, gates, error))
         return FALSE;
     if (feature_gates && !pleg_feature_gates_parse(gates, feature_gates, &local_error)) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid --feature-gates \"%s\": %s", feature_gates, local_error->message);
+        /* The reason names the item at fault, escaped and cut. */
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --feature-gates: %s",
+                    local_error->message);
         return FALSE;
     }
 
@@ -397,23 +477,29 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
     if (http_idle_timeout &&
         (!pleg_duration_parse(http_idle_timeout, &parsed.http_idle_timeout_usec, &local_error) ||
          parsed.http_idle_timeout_usec <= 0)) {
+        g_autofree char *shown = pleg_log_text(http_idle_timeout, -1, 0);
+
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid --http-idle-timeout \"%s\": %s", http_idle_timeout,
+                    "invalid --http-idle-timeout \"%s\": %s", shown,
                     local_error ? local_error->message : "must be a positive duration");
         return FALSE;
     }
     if (stdout_max_backlog &&
         !g_ascii_string_to_unsigned(stdout_max_backlog, 10, 1, G_MAXSIZE,
                                     &parsed.stdout_max_backlog, &local_error)) {
+        g_autofree char *shown = pleg_log_text(stdout_max_backlog, -1, 0);
+
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid --stdout-max-backlog \"%s\": %s", stdout_max_backlog,
-                    local_error->message);
+                    "invalid --stdout-max-backlog \"%s\": %s", shown, local_error->message);
         return FALSE;
     }
 
     parsed.endpoint = g_strdup(settings.values[SETTING_ENDPOINT] ?: PLEG_DEFAULT_CRI_ENDPOINT);
     parsed.endpoint_origin = g_strdup(settings.origins[SETTING_ENDPOINT]);
     parsed.plugin_dir = g_steal_pointer(&settings.values[SETTING_PLUGIN_DIR]);
+    if (settings.origins[SETTING_PLUGIN_DIR])
+        parsed.plugin_dir_origin =
+            g_strdup_printf("plugin-dir in [" CONFIG_GROUP "] of %s", settings.origins[SETTING_PLUGIN_DIR]);
     parsed.metrics_address = g_steal_pointer(&address);
     parsed.feature_gates = g_steal_pointer(&gates);
     *ret_options = parsed;
@@ -519,19 +605,48 @@ destroy_source(GSource **source)
     }
 }
 
+/* What the operator must see at the default level: the folders searched, each plugin's fate,
+ * and a warning when a folder gives nothing (a mistyped --plugin-dir, a missing install). */
 static void
-log_plugins(PlegHost *host)
+log_plugins(PlegHost *host, const char *plugin_dir, const char *origin)
 {
     g_autoptr(GPtrArray) plugins = pleg_host_get_plugins(host);
+    g_autofree char *shown_dir = pleg_log_text(plugin_dir, -1, 4096);
+    g_autofree char *shown_origin = NULL;
+    g_auto(GStrv) dirs = NULL;
+
+    if (plugin_dir[0] == '\0') {
+        g_info("plugins: none (the plugin search path is empty)");
+        return;
+    }
+    shown_origin = pleg_log_text(origin, -1, 1024);
+    g_info("plugins: searching %s (%s)", shown_dir, shown_origin);
+    dirs = g_strsplit(plugin_dir, G_SEARCHPATH_SEPARATOR_S, -1);
+    for (char **dir = dirs; *dir; dir++) {
+        g_autofree char *problem = NULL;
+        g_autofree char *shown = NULL;
+
+        if (**dir == '\0')
+            continue;
+        problem = plegd_check_plugin_dir(*dir);
+        if (!problem)
+            continue;
+        shown = pleg_log_text(*dir, -1, 4096);
+        plegd_log_warning("plugin folder %s %s: no plugins from it", shown, problem);
+    }
 
     for (guint i = 0; i < plugins->len; i++) {
         const PlegPluginInfo *info = plugins->pdata[i];
         g_autofree char *detail = plegd_describe_plugin(info);
+        g_autofree char *name = pleg_log_text(info->name, -1, 0);
 
-        g_info("plugin %s: %s", info->name, detail);
+        if (info->state == PLEG_PLUGIN_STATE_FAILED)
+            g_message("plugin %s: %s", name, detail);
+        else
+            g_info("plugin %s: %s", name, detail);
     }
     if (plugins->len == 0)
-        g_debug("no plugins found");
+        plegd_log_warning("no plugins loaded from %s", shown_dir);
 }
 
 /* ---- the program ---- */
@@ -546,31 +661,45 @@ run(const Options *options)
     g_autoptr(PlegdHttp) http = NULL;
     g_autoptr(PlegdOutput) output = NULL;
     g_autofree char *period = NULL;
+    g_autofree char *shown_endpoint = NULL;
     PlegHostConfig config;
     GSource *sigint_source = NULL;
     GSource *sigterm_source = NULL;
     App app = {0};
     gboolean started;
+    g_autofree char *exe_path = NULL;
+    const char *plugin_dir;
+    const char *plugin_dir_origin;
 
     pleg_host_config_init(&config);
     config.runtime_endpoint = options->endpoint;
     config.runtime_request_timeout_usec = options->runtime_request_timeout_usec;
     config.generic.relist_period_usec = options->relist_period_usec;
     config.generic.relist_threshold_usec = options->relist_threshold_usec;
-    config.plugin_dir = options->plugin_dir;
+    if (options->plugin_dir) {
+        plugin_dir = options->plugin_dir;
+        plugin_dir_origin = options->plugin_dir_origin ? options->plugin_dir_origin : "--plugin-dir";
+    } else {
+        exe_path = plegd_get_exe_path();
+        plugin_dir = plegd_default_plugin_dir(exe_path, &plugin_dir_origin);
+    }
+    config.plugin_dir = plugin_dir;
     config.disabled_plugins = (const char *const *)options->disabled_plugins;
     config.required_plugins = (const char *const *)options->required_plugins;
 
     /* No thread-default context is pushed: the host's callbacks run in the default one. */
     host = pleg_host_new(&config, options->feature_gates, NULL, &error);
     if (!host) {
-        if (options->endpoint_origin)
-            g_printerr("plegd: invalid container-runtime-endpoint \"%s\" in [" CONFIG_GROUP
+        /* The reason names the endpoint. */
+        if (options->endpoint_origin) {
+            g_autofree char *origin = pleg_log_text(options->endpoint_origin, -1, 1024);
+
+            g_printerr("plegd: invalid container-runtime-endpoint in [" CONFIG_GROUP
                        "] of %s: %s\n",
-                       options->endpoint, options->endpoint_origin, error->message);
-        else
-            g_printerr("plegd: invalid --container-runtime-endpoint \"%s\": %s\n",
-                       options->endpoint, error->message);
+                       origin, error->message);
+        } else {
+            g_printerr("plegd: invalid --container-runtime-endpoint: %s\n", error->message);
+        }
         return EXIT_BAD_FLAG;
     }
 
@@ -612,9 +741,10 @@ run(const Options *options)
     g_main_context_acquire(NULL);
 
     period = pleg_duration_format(options->relist_period_usec);
-    g_info("plegd %s: relisting %s every %s", PLEG_VERSION, options->endpoint, period);
+    shown_endpoint = pleg_log_text(options->endpoint, -1, 1024);
+    g_info("plegd %s: relisting %s every %s", PLEG_VERSION, shown_endpoint, period);
     started = pleg_host_start(host, &error);
-    log_plugins(host);
+    log_plugins(host, plugin_dir, plugin_dir_origin);
     if (started) {
         g_main_loop_run(loop);
     } else {

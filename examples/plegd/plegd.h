@@ -199,4 +199,36 @@ gboolean plegd_relist_monitor_is_ready(PlegdRelistMonitor *monitor);
  */
 char *plegd_describe_plugin(const PlegPluginInfo *info);
 
+/**
+ * plegd_check_plugin_dir:
+ * @dir: one folder of the plugin search path.
+ *
+ * Returns: (transfer full) (nullable): why @dir gives no plugin ("does not exist", "is not a
+ *   folder", "has no .plugin files", "cannot be read: ..."), %NULL when it has .plugin files.
+ */
+char *plegd_check_plugin_dir(const char *dir);
+
+/**
+ * plegd_default_plugin_dir:
+ * @exe_path: (nullable): plegd's own executable, resolved (plegd_get_exe_path()).
+ * @ret_origin: (out) (transfer none): where the answer comes from, for the log.
+ *
+ * The plugin search path without --plugin-dir: the build tree's plugin folders when @exe_path
+ * is plegd as built in that tree (not installed), else the installed %PLEG_PLUGIN_DIR.
+ *
+ * Returns: (transfer none): the search path.
+ */
+const char *plegd_default_plugin_dir(const char *exe_path, const char **ret_origin);
+
+/** Returns: (transfer full) (nullable): the real path of /proc/self/exe. */
+char *plegd_get_exe_path(void);
+
+/**
+ * plegd_log_warning:
+ *
+ * Logs an operator warning: message level in plegd's domain, journald priority 4, the text
+ * prefixed with "warning: ".  (GLib's warning level means a bug.)
+ */
+void plegd_log_warning(const char *format, ...) G_GNUC_PRINTF(1, 2);
+
 G_END_DECLS

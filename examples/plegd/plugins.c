@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "pleg-config.h"
 #include "plegd.h"
 
 /* PlegPluginInfo has no gate field: the .plugin key file names it. */
@@ -50,8 +54,11 @@ plegd_describe_plugin(const PlegPluginInfo *info)
         return g_strdup("disabled (--disable-plugins)");
     case PLEG_PLUGIN_STATE_DISABLED_GATE:
         gate = lookup_feature_gate(info);
-        if (gate)
-            return g_strdup_printf("disabled (feature gate %s off)", gate);
+        if (gate) {
+            g_autofree char *shown = pleg_log_text(gate, -1, 0);
+
+            return g_strdup_printf("disabled (feature gate %s off)", shown);
+        }
         if (info->error)
             return g_strdup_printf("disabled (%s)", info->error->message);
         return g_strdup("disabled (feature gate off)");
@@ -61,4 +68,79 @@ plegd_describe_plugin(const PlegPluginInfo *info)
         return g_strdup_printf("failed: %s", strip_plugin_prefix(info, info->error->message));
     }
     return g_strdup_printf("unknown state %d", info->state);
+}
+
+char *
+plegd_check_plugin_dir(const char *dir)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GDir) handle = NULL;
+    const char *name;
+
+    handle = g_dir_open(dir, 0, &error);
+    if (!handle) {
+        if (g_error_matches(error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+            return g_strdup("does not exist");
+        if (g_error_matches(error, G_FILE_ERROR, G_FILE_ERROR_NOTDIR))
+            return g_strdup("is not a folder");
+        return g_strdup_printf("cannot be read: %s", error->message);
+    }
+    while ((name = g_dir_read_name(handle))) {
+        if (g_str_has_suffix(name, ".plugin"))
+            return NULL;
+    }
+    return g_strdup("has no .plugin files");
+}
+
+/* Without --plugin-dir, a plegd run from its build tree loads that tree's plugins: nobody has
+ * to know where meson put them, and an installed plegd never looks into a build tree. */
+const char *
+plegd_default_plugin_dir(const char *exe_path, const char **ret_origin)
+{
+#if defined(PLEGD_BUILD_PATH) && defined(PLEGD_BUILD_PLUGIN_DIR)
+    g_autofree char *built = realpath(PLEGD_BUILD_PATH, NULL);
+
+    if (exe_path && (g_str_equal(exe_path, PLEGD_BUILD_PATH) || g_strcmp0(exe_path, built) == 0)) {
+        *ret_origin = "the build tree's plugins";
+        return PLEGD_BUILD_PLUGIN_DIR;
+    }
+#endif
+    *ret_origin = "the installed plugin folder";
+    return PLEG_PLUGIN_DIR;
+}
+
+char *
+plegd_get_exe_path(void)
+{
+    g_autofree char *link = g_file_read_link("/proc/self/exe", NULL);
+    char *real;
+
+    if (!link)
+        return NULL;
+    real = realpath(link, NULL);
+    if (!real)
+        return g_steal_pointer(&link);
+    return real;
+}
+
+void
+plegd_log_warning(const char *format, ...)
+{
+    g_autofree char *message = NULL;
+    g_autofree char *text = NULL;
+    va_list args;
+    GLogField fields[3];
+
+    va_start(args, format);
+    message = g_strdup_vprintf(format, args);
+    va_end(args);
+    text = g_strconcat("warning: ", message, NULL);
+
+    /* GLib's WARNING level means a bug (and aborts under G_DEBUG=fatal-warnings); this is the
+     * operator's warning: message level, journald priority 4.  (g_log_structured() would add a
+     * PRIORITY of its own.) */
+    fields[0] = (GLogField){"GLIB_DOMAIN", G_LOG_DOMAIN, -1};
+    fields[1] = (GLogField){"PRIORITY", "4", -1};
+    fields[2] = (GLogField){"MESSAGE", text, -1};
+    g_log_structured_array(G_LOG_LEVEL_MESSAGE, fields, G_N_ELEMENTS(fields));
 }

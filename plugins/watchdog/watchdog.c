@@ -158,6 +158,17 @@ watchdog_start(gpointer state, GError **error)
         return TRUE;
     }
 
+    /* sd_notify() would answer "not supported" on every tick: say so once, and do not claim
+     * a heartbeat that is never sent. */
+    if (!g_getenv("NOTIFY_SOCKET") || !*g_getenv("NOTIFY_SOCKET")) {
+        timeout_text = watchdog_format_duration((gint64)timeout_usec);
+        watchdog_log_message(&watchdog_ops, self, G_LOG_LEVEL_MESSAGE,
+                             "systemd watchdog timeout %s is set (WATCHDOG_USEC) but NOTIFY_SOCKET "
+                             "is not set: no heartbeat is sent",
+                             timeout_text);
+        return TRUE;
+    }
+
     self->timer = g_source_new(&timer_funcs, sizeof(GSource));
     g_source_set_static_name(self->timer, "pleg-watchdog timer");
     g_source_set_priority(self->timer, G_PRIORITY_HIGH);

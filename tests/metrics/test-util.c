@@ -378,6 +378,75 @@ START_TEST(test_gates_errors)
 }
 END_TEST
 
+/* ---- untrusted text for messages ---- */
+
+static const struct {
+    const char *text;
+    gssize length;
+    gsize max_bytes;
+    const char *shown;
+} log_texts[] = {
+    {"plain text, \"quoted\"", -1, 0, "plain text, \"quoted\""},
+    {"µs and ✓ stay", -1, 0, "µs and ✓ stay"},
+    {"a\nb\rc\td", -1, 0, "a\\nb\\rc\\td"},
+    {"\x1b[31mred\x07", -1, 0, "\\x1b[31mred\\x07"},
+    {"back\\slash", -1, 0, "back\\\\slash"},
+    {"\xff\xfe ok \xc3", -1, 0, "\\xff\\xfe ok \\xc3"},
+    {"nul\0inside", 10, 0, "nul\\x00inside"},
+    {"\xc2\x85", -1, 0, "\\u0085"},
+    {"abcdef", -1, 3, "abc... (6 bytes in all)"},
+    {"abcdef", -1, 6, "abcdef"},
+    /* A character is never cut in half. */
+    {"ab✓", -1, 3, "ab... (5 bytes in all)"},
+    {"", -1, 0, ""},
+};
+
+START_TEST(test_log_text)
+{
+    g_autofree char *shown =
+        pleg_log_text(log_texts[_i].text, log_texts[_i].length, log_texts[_i].max_bytes);
+
+    ck_assert_str_eq(shown, log_texts[_i].shown);
+    ck_assert(g_utf8_validate(shown, -1, NULL));
+}
+END_TEST
+
+START_TEST(test_log_text_limits)
+{
+    g_autofree char *huge = g_strnfill(100 * 1024, 'x');
+    g_autofree char *shown = pleg_log_text(huge, -1, 0);
+    g_autofree char *expected_tail = g_strdup_printf("... (%d bytes in all)", 100 * 1024);
+    g_autofree char *null_shown = pleg_log_text(NULL, -1, 0);
+
+    ck_assert_uint_eq(strlen(shown), PLEG_LOG_TEXT_MAX + strlen(expected_tail));
+    ck_assert(g_str_has_suffix(shown, expected_tail));
+    ck_assert_str_eq(null_shown, "(null)");
+}
+END_TEST
+
+/* The library's own parse errors quote bad input through it. */
+START_TEST(test_errors_escape_input)
+{
+    g_autoptr(PlegFeatureGates) gates = pleg_feature_gates_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *huge = g_strnfill(100 * 1024, 'x');
+    gint64 usec;
+
+    ck_assert(!pleg_duration_parse("1\x1b[2Js", &usec, &error));
+    ck_assert_msg(strstr(error->message, "\\x1b[2J") && !strchr(error->message, '\x1b'), "%s",
+                  error->message);
+    g_clear_error(&error);
+    ck_assert(!pleg_duration_parse(huge, &usec, &error));
+    ck_assert_uint_lt(strlen(error->message), 400);
+    g_clear_error(&error);
+    ck_assert(!pleg_feature_gates_parse(gates, huge, &error));
+    ck_assert_uint_lt(strlen(error->message), 400);
+    g_clear_error(&error);
+    ck_assert(!pleg_feature_gates_parse(gates, "Ev\x1bil=true", &error));
+    ck_assert_msg(strstr(error->message, "Ev\\x1bil"), "%s", error->message);
+}
+END_TEST
+
 static Suite *
 util_suite(void)
 {
@@ -385,6 +454,7 @@ util_suite(void)
     TCase *durations = tcase_create("durations");
     TCase *times = tcase_create("times");
     TCase *gates = tcase_create("gates");
+    TCase *log_text = tcase_create("log-text");
 
     tcase_add_test(durations, test_duration_parse_good);
     tcase_add_test(durations, test_duration_parse_bad);
@@ -402,6 +472,11 @@ util_suite(void)
     tcase_add_test(gates, test_gates_bool_spellings);
     tcase_add_test(gates, test_gates_errors);
     suite_add_tcase(s, gates);
+
+    tcase_add_loop_test(log_text, test_log_text, 0, G_N_ELEMENTS(log_texts));
+    tcase_add_test(log_text, test_log_text_limits);
+    tcase_add_test(log_text, test_errors_escape_input);
+    suite_add_tcase(s, log_text);
     return s;
 }
 

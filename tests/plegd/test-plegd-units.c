@@ -16,6 +16,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
+#include "pleg-config.h"
 #include "plegd.h"
 
 #define ENDPOINT "unix:///run/test/cri.sock"
@@ -233,12 +234,19 @@ record_notify(const char *state, gpointer user_data)
     return !recorder.notify_blocked;
 }
 
+/* While set, every field of each record goes here instead ("KEY=VALUE" of the last one). */
+static GPtrArray *captured_fields;
+static GLogWriterOutput capture_writer(GLogLevelFlags level, const GLogField *fields,
+                                       gsize n_fields, gpointer data);
+
 static GLogWriterOutput
 record_log(GLogLevelFlags log_level, const GLogField *fields, gsize n_fields, gpointer user_data)
 {
     const char *message = NULL;
     const char *domain = NULL;
 
+    if (captured_fields)
+        return capture_writer(log_level, fields, n_fields, user_data);
     for (gsize i = 0; i < n_fields; i++) {
         if (g_str_equal(fields[i].key, "MESSAGE"))
             message = fields[i].value;
@@ -697,6 +705,87 @@ START_TEST(test_describe_plugin)
 }
 END_TEST
 
+/* ---- operator warnings and plugin folders ---- */
+
+static GLogWriterOutput
+capture_writer(GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer data)
+{
+    g_ptr_array_set_size(captured_fields, 0);
+    g_ptr_array_add(captured_fields, g_strdup_printf("LEVEL=%d", level & G_LOG_LEVEL_MASK));
+    for (gsize i = 0; i < n_fields; i++) {
+        if (fields[i].length < 0)
+            g_ptr_array_add(captured_fields,
+                            g_strdup_printf("%s=%s", fields[i].key, (const char *)fields[i].value));
+    }
+    return G_LOG_WRITER_HANDLED;
+}
+
+static guint
+count_fields(const char *field)
+{
+    guint n = 0;
+
+    for (guint i = 0; i < captured_fields->len; i++)
+        n += g_str_equal(g_ptr_array_index(captured_fields, i), field);
+    return n;
+}
+
+/* Message level (GLib's warning level means a bug), journald priority 4, once. */
+START_TEST(test_log_warning)
+{
+    captured_fields = g_ptr_array_new_with_free_func(g_free);
+    plegd_log_warning("plugin folder %s does not exist", "/x");
+    ck_assert_uint_eq(count_fields("MESSAGE=warning: plugin folder /x does not exist"), 1);
+    ck_assert_uint_eq(count_fields("PRIORITY=4"), 1);
+    ck_assert_uint_eq(count_fields("GLIB_DOMAIN=plegd"), 1);
+    {
+        g_autofree char *level = g_strdup_printf("LEVEL=%d", G_LOG_LEVEL_MESSAGE);
+
+        ck_assert_uint_eq(count_fields(level), 1);
+    }
+    g_clear_pointer(&captured_fields, g_ptr_array_unref);
+}
+END_TEST
+
+START_TEST(test_check_plugin_dir)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_dir_make_tmp("plegd-units-XXXXXX", &error);
+    g_autofree char *file = g_build_filename(dir, "a.plugin", NULL);
+    g_autofree char *missing = g_build_filename(dir, "missing", NULL);
+    g_autofree char *empty = plegd_check_plugin_dir(dir);
+    g_autofree char *none = plegd_check_plugin_dir(missing);
+    g_autofree char *not_dir = NULL;
+    g_autofree char *fine = NULL;
+
+    ck_assert_str_eq(empty, "has no .plugin files");
+    ck_assert_str_eq(none, "does not exist");
+    ck_assert(g_file_set_contents(file, "[Plugin]\n", -1, &error));
+    not_dir = plegd_check_plugin_dir(file);
+    ck_assert_str_eq(not_dir, "is not a folder");
+    fine = plegd_check_plugin_dir(dir);
+    ck_assert_ptr_null(fine);
+    g_unlink(file);
+    g_rmdir(dir);
+}
+END_TEST
+
+/* Only the plegd of this build tree takes the tree's plugins. */
+START_TEST(test_default_plugin_dir)
+{
+    const char *origin = NULL;
+    const char *dir = plegd_default_plugin_dir("/usr/local/bin/plegd", &origin);
+
+    ck_assert_str_eq(dir, PLEG_PLUGIN_DIR);
+    ck_assert_str_eq(origin, "the installed plugin folder");
+    dir = plegd_default_plugin_dir(NULL, &origin);
+    ck_assert_str_eq(dir, PLEG_PLUGIN_DIR);
+    dir = plegd_default_plugin_dir(g_getenv("PLEGD"), &origin);
+    ck_assert_str_eq(origin, "the build tree's plugins");
+    ck_assert_msg(strstr(dir, "/plugins/watchdog"), "%s", dir);
+}
+END_TEST
+
 static Suite *
 plegd_units_suite(void)
 {
@@ -737,6 +826,9 @@ plegd_units_suite(void)
 
     tc = tcase_create("plugins");
     tcase_add_test(tc, test_describe_plugin);
+    tcase_add_test(tc, test_log_warning);
+    tcase_add_test(tc, test_check_plugin_dir);
+    tcase_add_test(tc, test_default_plugin_dir);
     suite_add_tcase(suite, tc);
 
     return suite;

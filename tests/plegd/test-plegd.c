@@ -556,6 +556,208 @@ START_TEST(test_require_plugins)
 }
 END_TEST
 
+/* ---- untrusted text in messages ---- */
+
+static guint
+count_occurrences(const char *haystack, const char *needle)
+{
+    guint n = 0;
+
+    for (const char *p = strstr(haystack, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* A 100 KB value is named once, cut, and the message stays short. */
+static const char *const huge_flags[] = {
+    "--relist-period=", "--feature-gates=", "--container-runtime-endpoint=/",
+    "--disable-plugins=_", "--runtime-request-timeout=",
+};
+
+START_TEST(test_huge_flag_value)
+{
+    g_autofree char *value = g_strnfill(100 * 1024, 'x');
+    g_autofree char *arg = g_strconcat(huge_flags[_i], value, NULL);
+    g_autofree char *window = g_strnfill(300, 'x');
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
+        NULL, "--metrics-bind-address=127.0.0.1:0",
+        "--container-runtime-endpoint=unix:///nonexistent/cri.sock", arg);
+    g_autofree char *err = NULL;
+
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 2);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(strlen(err) < 2048, "%s: %zu bytes of stderr", huge_flags[_i], strlen(err));
+    ck_assert_msg(!strstr(err, window), "%s: the value is not cut:\n%s", huge_flags[_i], err);
+    ck_assert_msg(count_occurrences(err, "bytes in all)") == 1,
+                  "%s: the value is not named exactly once:\n%s", huge_flags[_i], err);
+}
+END_TEST
+
+/* Control characters and bytes that are not UTF-8 reach the terminal escaped. */
+START_TEST(test_control_bytes_in_flag)
+{
+    g_autoptr(PlegdRunner) plegd =
+        plegd_runner_spawn(NULL, "--relist-period=1\x1b[31mred\x07\x01");
+    g_autofree char *err = NULL;
+
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 2);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(!strchr(err, '\x1b') && !strchr(err, '\x07') && !strchr(err, '\x01'),
+                  "raw bytes in:\n%s", err);
+    ck_assert_msg(strstr(err, "1\\x1b[31mred\\x07\\x01"), "%s", err);
+}
+END_TEST
+
+/* ---- --config: a key given twice ---- */
+
+START_TEST(test_config_duplicate_key)
+{
+    g_autofree char *arg = config_arg("[plegd]\n"
+                                      "relist-period=5s\n"
+                                      "# later edit\n"
+                                      "relist-period = 200ms\n"
+                                      "[FeatureGates]\n"
+                                      "EventedPLEG=false\n"
+                                      "[plegd]\n"
+                                      "metrics-bind-address=127.0.0.1:0\n"
+                                      "[FeatureGates]\n"
+                                      "EventedPLEG=true\n");
+    g_autofree char *endpoint_arg = g_strconcat("--container-runtime-endpoint=", cfg.endpoint, NULL);
+    g_autoptr(PlegdRunner) plegd =
+        plegd_runner_spawn(NULL, arg, endpoint_arg, "--plugin-dir=");
+    g_autofree char *err = NULL;
+
+    /* GKeyFile takes the last one; plegd says so, naming the key and both lines. */
+    assert_stderr_shows(plegd, "every 200ms");
+    g_free(plegd_runner_wait_metrics_url(plegd));
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(count_messages(err, "warning: --config") == 2, "%s", err);
+    ck_assert_msg(strstr(err, ": line 4 sets relist-period in [plegd] again (first on line 2); "
+                              "the last one is used"),
+                  "%s", err);
+    ck_assert_msg(strstr(err, ": line 10 sets EventedPLEG in [FeatureGates] again (first on "
+                              "line 6)"),
+                  "%s", err);
+    ck_assert_msg(strstr(err, cfg.config_path), "%s", err);
+}
+END_TEST
+
+START_TEST(test_config_no_duplicate_no_warning)
+{
+    g_autofree char *arg = config_arg("[plegd]\nrelist-period=200ms\n"
+                                      "[FeatureGates]\nEventedPLEG=false\n"
+                                      "[plegd]\nmetrics-bind-address=127.0.0.1:0\n");
+    g_autofree char *endpoint_arg = g_strconcat("--container-runtime-endpoint=", cfg.endpoint, NULL);
+    g_autoptr(PlegdRunner) plegd =
+        plegd_runner_spawn(NULL, arg, endpoint_arg, "--plugin-dir=");
+    g_autofree char *err = NULL;
+
+    /* Logged after the signal handlers are in place. */
+    assert_stderr_shows(plegd, "every 200ms");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(!strstr(err, "warning"), "%s", err);
+}
+END_TEST
+
+/* ---- which plugins, from where ---- */
+
+/* From its build tree and without --plugin-dir, plegd loads the tree's plugins and says so. */
+START_TEST(test_build_tree_plugins)
+{
+    g_autofree char *endpoint_arg = g_strconcat("--container-runtime-endpoint=", cfg.endpoint, NULL);
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(NULL, endpoint_arg, "--relist-period=100ms",
+                                                      "--metrics-bind-address=");
+    g_autofree char *err = NULL;
+
+    assert_stderr_shows(plegd, "plugins: searching ");
+    assert_stderr_shows(plegd, "(the build tree's plugins)");
+    assert_stderr_shows(plegd, "plugin evented: disabled (feature gate EventedPLEG off)");
+    assert_stderr_shows(plegd, "plugin watchdog: running");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(!strstr(err, "warning"), "%s", err);
+}
+END_TEST
+
+/* A mistyped folder, or one without plugins, is a warning at the default level. */
+START_TEST(test_missing_and_empty_plugin_dir)
+{
+    g_autofree char *endpoint_arg = g_strconcat("--container-runtime-endpoint=", cfg.endpoint, NULL);
+    g_autofree char *missing = g_build_filename(cfg.dir, "plugnis", NULL);
+    g_autofree char *plugin_dir_arg =
+        g_strdup_printf("--plugin-dir=%s:%s", missing, cfg.plugin_dir);
+    g_autofree char *want_missing =
+        g_strdup_printf("warning: plugin folder %s does not exist: no plugins from it", missing);
+    g_autofree char *want_empty = g_strdup_printf(
+        "warning: plugin folder %s has no .plugin files: no plugins from it", cfg.plugin_dir);
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(NULL, endpoint_arg, plugin_dir_arg,
+                                                      "--relist-period=100ms",
+                                                      "--metrics-bind-address=");
+    g_autofree char *err = NULL;
+
+    assert_stderr_shows(plegd, "warning: no plugins loaded from ");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(count_messages(err, want_missing) == 1, "%s", err);
+    ck_assert_msg(count_messages(err, want_empty) == 1, "%s", err);
+    ck_assert_msg(strstr(err, "(--plugin-dir)"), "%s", err);
+}
+END_TEST
+
+/* One failure, one line: plegd's, at message level; none from the library. */
+START_TEST(test_plugin_failure_logged_once)
+{
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *err = NULL;
+
+    add_broken_plugin(cfg.plugin_dir, "broken", NULL);
+    add_hello_plugin(cfg.plugin_dir);
+    plegd = spawn_with_plugins(NULL);
+    assert_stderr_shows(plegd, "plugin hello: running");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(count_occurrences(err, "libbroken.so") == 1, "%s", err);
+    ck_assert_msg(count_messages(err, "plugin broken: failed: cannot open the module: ") == 1,
+                  "%s", err);
+    ck_assert_msg(!strstr(err, "pleg-Message"), "%s", err);
+}
+END_TEST
+
+/* A .plugin file of garbage: the loader's reason quotes it, escaped and cut. */
+START_TEST(test_garbage_plugin_file)
+{
+    g_autoptr(GString) garbage = g_string_new("[Plugin]\nName=garbage\n");
+    g_autofree char *path = NULL;
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *err = NULL;
+    g_autoptr(GError) error = NULL;
+
+    g_string_append(garbage, "\x1b]0;owned\x07\xff\xfe\x01");
+    for (int i = 0; i < 20000; i++)
+        g_string_append_c(garbage, "garbage\x1b"[i % 8]);
+    g_string_append_c(garbage, '\n');
+    path = g_build_filename(cfg.plugin_dir, "garbage.plugin", NULL);
+    ck_assert(g_file_set_contents(path, garbage->str, garbage->len, &error));
+    add_hello_plugin(cfg.plugin_dir);
+
+    plegd = spawn_with_plugins(NULL);
+    assert_stderr_shows(plegd, "plugin hello: running");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(count_messages(err, "plugin garbage: failed: cannot read the plugin file: ") == 1,
+                  "%s", err);
+    ck_assert_msg(!strchr(err, '\x1b') && !strchr(err, '\x07') && !strchr(err, '\xff') &&
+                      !strchr(err, '\x01'),
+                  "raw bytes reached the log");
+    /* (GLib has replaced the bytes that are not UTF-8 by U+FFFD already.) */
+    ck_assert_msg(strstr(err, "\\x1b]0;owned\\x07"), "%s", err);
+    ck_assert_msg(strstr(err, "bytes in all)"), "%s", err);
+    ck_assert_msg(strlen(err) < 8192, "%zu bytes of stderr", strlen(err));
+}
+END_TEST
+
 static Suite *
 plegd_suite(void)
 {
@@ -566,6 +768,8 @@ plegd_suite(void)
     tcase_add_test(tc, test_help);
     tcase_add_test(tc, test_version);
     tcase_add_loop_test(tc, test_bad_flag, 0, G_N_ELEMENTS(bad_args));
+    tcase_add_loop_test(tc, test_huge_flag_value, 0, G_N_ELEMENTS(huge_flags));
+    tcase_add_test(tc, test_control_bytes_in_flag);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("no-runtime");
@@ -581,6 +785,8 @@ plegd_suite(void)
     tcase_add_test(tc, test_config_file);
     tcase_add_test(tc, test_config_file_flags_win);
     tcase_add_loop_test(tc, test_config_file_bad, 0, G_N_ELEMENTS(bad_configs));
+    tcase_add_test(tc, test_config_duplicate_key);
+    tcase_add_test(tc, test_config_no_duplicate_no_warning);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("plugins");
@@ -588,6 +794,10 @@ plegd_suite(void)
     tcase_add_test(tc, test_broken_plugin);
     tcase_add_test(tc, test_disable_plugins);
     tcase_add_test(tc, test_require_plugins);
+    tcase_add_test(tc, test_build_tree_plugins);
+    tcase_add_test(tc, test_missing_and_empty_plugin_dir);
+    tcase_add_test(tc, test_plugin_failure_logged_once);
+    tcase_add_test(tc, test_garbage_plugin_file);
     suite_add_tcase(suite, tc);
 
     return suite;

@@ -172,6 +172,10 @@ START_TEST(test_notify_socket_missing_from_start)
     fake_host_run_for(test->host, 2200 * MS);
     ck_assert_uint_eq(watchdog_test_count_visible(test), 1);
     ck_assert_uint_eq(watchdog_test_count_messages(test, "NOTIFY_SOCKET is not set"), 1);
+    /* One line that says there is no heartbeat, not "enabled ... every 1s" before it. */
+    ck_assert_uint_eq(watchdog_test_count_messages(test, "systemd watchdog enabled"), 0);
+    ck_assert_uint_eq(watchdog_test_count_messages(test, "no heartbeat is sent"), 1);
+    ck_assert_uint_eq(watchdog_test_heartbeat_count(test), 0);
     ck_assert_uint_eq(watchdog_test_count_records(test, NULL, NULL), 0);
 }
 END_TEST

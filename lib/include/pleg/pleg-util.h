@@ -101,4 +101,27 @@ gboolean pleg_feature_gates_enabled(const PlegFeatureGates *gates, const char *n
 gboolean pleg_feature_gates_known(const PlegFeatureGates *gates, const char *name,
                                   PlegFeatureStage *ret_stage, gboolean *ret_default);
 
+/* The default cut of pleg_log_text(), in bytes of the input. */
+#define PLEG_LOG_TEXT_MAX 256
+
+/**
+ * pleg_log_text:
+ * @text: (nullable): untrusted text for a log line or error message: a flag value, a line of a
+ *   file, a message from a peer; any bytes, not necessarily UTF-8.
+ * @length: bytes of @text, or -1 when it is NUL-terminated.
+ * @max_bytes: how many bytes of @text to keep at most, 0 for %PLEG_LOG_TEXT_MAX.
+ *
+ * Escapes and truncates @text so that it can be put into a message as it is: printable UTF-8
+ * is kept, a backslash becomes `\\`, newline, carriage return and tab become `\n`, `\r`, `\t`,
+ * other control characters and bytes that are not UTF-8 become `\xNN`, unprintable non-ASCII
+ * characters `\uNNNN`.  Text longer than @max_bytes is cut before the first character that
+ * does not fit, and "... (N bytes in all)" is appended.  libpleg and plegd run every piece of
+ * untrusted text that goes into a message through this.
+ *
+ * Returns: (transfer full): the escaped text; "(null)" for %NULL.
+ *
+ * Thread safety: callable from any thread.
+ */
+char *pleg_log_text(const char *text, gssize length, gsize max_bytes);
+
 G_END_DECLS

@@ -125,17 +125,33 @@ typedef struct _CriSim CriSim;
  * Returns: (transfer full): the runtime, or %NULL with @error set.
  */
 CriSim *cri_sim_new(const char *socket_path, GError **error);
-/* Cancels every call in flight, stops serving, removes the socket and frees.  NULL-safe. */
+/**
+ * cri_sim_free:
+ *
+ * Cancels every call in flight, stops serving, removes the socket and frees.  NULL-safe.
+ */
 void cri_sim_free(CriSim *sim);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CriSim, cri_sim_free)
 
-/* (transfer none) */
+/**
+ * cri_sim_get_socket_path:
+ *
+ * Returns: (transfer none): the path given to cri_sim_new().
+ */
 const char *cri_sim_get_socket_path(CriSim *sim);
 
-/* Version's runtime_name and runtime_version (default "cri-sim", "0.1.0"). */
+/**
+ * cri_sim_set_version:
+ *
+ * Version's runtime_name and runtime_version (default "cri-sim", "0.1.0").
+ */
 void cri_sim_set_version(CriSim *sim, const char *runtime_name, const char *runtime_version);
-/* Ids given to sandboxes and containers made by RPC or without an id: prefix + a counter shared
- * by both (default "sb-", "ctr-"); ids in use are skipped. */
+/**
+ * cri_sim_set_id_prefixes:
+ *
+ * Ids given to sandboxes and containers made by RPC or without an id: prefix + a counter shared by
+ * both (default "sb-", "ctr-"); ids in use are skipped.
+ */
 void cri_sim_set_id_prefixes(CriSim *sim, const char *sandbox_prefix,
                              const char *container_prefix);
 
@@ -173,45 +189,97 @@ typedef struct {
     gint64 finished_at_ns; /* 0: now when EXITED */
 } CriSimContainerSpec;
 
-/* Adds a pod sandbox; emits nothing (sandbox events on: CREATED and STARTED for a READY one).
- * @ret_id: (out) (optional) (transfer full): its sandbox id. */
+/**
+ * cri_sim_add_pod_full:
+ * @ret_id: (out) (optional) (transfer full): its sandbox id.
+ *
+ * Adds a pod sandbox; emits nothing (sandbox events on: CREATED and STARTED for a READY one).
+ */
 gboolean cri_sim_add_pod_full(CriSim *sim, const CriSimPodSpec *spec, char **ret_id,
                               GError **error);
-/* "pod UID [NAME]": a READY pod "sb-UID". */
+/**
+ * cri_sim_add_pod:
+ *
+ * "pod UID [NAME]": a READY pod "sb-UID".
+ */
 gboolean cri_sim_add_pod(CriSim *sim, const char *uid, const char *name, GError **error);
-/* Adds a container in any state; emits CREATED (and STARTED, STOPPED as the state implies).
- * @ret_id: (out) (optional) (transfer full): its id. */
+/**
+ * cri_sim_add_container_full:
+ * @ret_id: (out) (optional) (transfer full): its id.
+ *
+ * Adds a container in any state; emits CREATED (and STARTED, STOPPED as the state implies).
+ */
 gboolean cri_sim_add_container_full(CriSim *sim, const CriSimContainerSpec *spec, char **ret_id,
                                     GError **error);
-/* "container POD_UID CID [NAME]": a CREATED container. */
+/**
+ * cri_sim_add_container:
+ *
+ * "container POD_UID CID [NAME]": a CREATED container.
+ */
 gboolean cri_sim_add_container(CriSim *sim, const char *pod_uid, const char *id, const char *name,
                                GError **error);
-/* CREATED -> RUNNING; emits STARTED. */
+/**
+ * cri_sim_start_container:
+ *
+ * CREATED -> RUNNING; emits STARTED.
+ */
 gboolean cri_sim_start_container(CriSim *sim, const char *id, GError **error);
-/* CREATED or RUNNING -> EXITED with @exit_code; @reason NULL: "Completed" for 0, else "Error".
- * Emits STOPPED. */
+/**
+ * cri_sim_exit_container:
+ *
+ * CREATED or RUNNING -> EXITED with @exit_code; @reason NULL: "Completed" for 0, else "Error".
+ * Emits STOPPED.
+ */
 gboolean cri_sim_exit_container(CriSim *sim, const char *id, int exit_code, const char *reason,
                                 GError **error);
-/* Removes a container in any state; emits DELETED. */
+/**
+ * cri_sim_remove_container:
+ *
+ * Removes a container in any state; emits DELETED.
+ */
 gboolean cri_sim_remove_container(CriSim *sim, const char *id, GError **error);
-/* RUNNING containers exit 137 (STOPPED each), the sandbox becomes NOTREADY. */
+/**
+ * cri_sim_stop_pod:
+ *
+ * RUNNING containers exit 137 (STOPPED each), the sandbox becomes NOTREADY.
+ */
 gboolean cri_sim_stop_pod(CriSim *sim, const char *pod_uid, GError **error);
-/* Stops the pod, then removes its containers (DELETED each) and the sandbox. */
+/**
+ * cri_sim_remove_pod:
+ *
+ * Stops the pod, then removes its containers (DELETED each) and the sandbox.
+ */
 gboolean cri_sim_remove_pod(CriSim *sim, const char *pod_uid, GError **error);
-/* Sets (@value non-NULL) or removes a label of a container. */
+/**
+ * cri_sim_set_container_label:
+ *
+ * Sets (@value non-NULL) or removes a label of a container.
+ */
 gboolean cri_sim_set_container_label(CriSim *sim, const char *id, const char *key,
                                      const char *value, GError **error);
-/* Adds @n_pods READY pods "bulk-K" (K counts on across calls) with @containers_per_pod RUNNING
- * containers "bulk-K-I" each, emitting nothing.  For benchmarks: 1000 pods take milliseconds. */
+/**
+ * cri_sim_bulk:
+ *
+ * Adds @n_pods READY pods "bulk-K" (K counts on across calls) with @containers_per_pod RUNNING
+ * containers "bulk-K-I" each, emitting nothing.  For benchmarks: 1000 pods take milliseconds.
+ */
 void cri_sim_bulk(CriSim *sim, guint n_pods, guint containers_per_pod);
 /* The same, each container listed with an annotation of @annotation_bytes bytes, so that
  * listings pass a size (ListContainers past the 16 MiB a client accepts, say). */
 void cri_sim_bulk_full(CriSim *sim, guint n_pods, guint containers_per_pod,
                        guint annotation_bytes);
 
-/* Sandbox id of the pod (transfer full), or NULL. */
+/**
+ * cri_sim_get_sandbox_id:
+ *
+ * Returns: (transfer full) (nullable): the sandbox id of the pod, %NULL when there is none.
+ */
 char *cri_sim_get_sandbox_id(CriSim *sim, const char *pod_uid);
-/* Whether the container exists; its state in @ret_state. */
+/**
+ * cri_sim_get_container_state:
+ *
+ * Whether the container exists; its state in @ret_state.
+ */
 gboolean cri_sim_get_container_state(CriSim *sim, const char *id, CriSimContainerState *ret_state);
 guint cri_sim_get_n_pods(CriSim *sim);
 guint cri_sim_get_n_containers(CriSim *sim);
@@ -227,23 +295,51 @@ typedef struct {
     gint64 created_at_ns; /* 0: now */
 } CriSimEvent;
 
-/* Emits one event (duplicates, STOPPED before STARTED and the like are the caller's choice).
- * Returns: the number of subscribers it was queued to. */
+/**
+ * cri_sim_emit:
+ *
+ * Emits one event (duplicates, STOPPED before STARTED and the like are the caller's choice).
+ * Returns: the number of subscribers it was queued to.
+ */
 guint cri_sim_emit(CriSim *sim, const CriSimEvent *event);
-/* Natural events on state changes (default TRUE). */
+/**
+ * cri_sim_set_auto_events:
+ *
+ * Natural events on state changes (default TRUE).
+ */
 void cri_sim_set_auto_events(CriSim *sim, gboolean enabled);
-/* Natural events for sandboxes: CREATED+STARTED on run, STOPPED on stop, DELETED on remove
- * (default FALSE). */
+/**
+ * cri_sim_set_sandbox_events:
+ *
+ * Natural events for sandboxes: CREATED+STARTED on run, STOPPED on stop, DELETED on remove
+ * (default FALSE).
+ */
 void cri_sim_set_sandbox_events(CriSim *sim, gboolean enabled);
-/* Each event goes to one subscriber in turn instead of all (a shared-channel runtime). */
+/**
+ * cri_sim_set_deliver_one:
+ *
+ * Each event goes to one subscriber in turn instead of all (a shared-channel runtime).
+ */
 void cri_sim_set_deliver_one(CriSim *sim, gboolean enabled);
-/* Every new stream first gets these events (copied), then ends OK if @end_after. */
+/**
+ * cri_sim_set_stream_greeting:
+ *
+ * Every new stream first gets these events (copied), then ends OK if @end_after.
+ */
 void cri_sim_set_stream_greeting(CriSim *sim, const CriSimEvent *events, guint n_events,
                                  gboolean end_after);
-/* Ends every open stream once its queued events are sent: @status 0 is a clean end, else a gRPC
- * status code with @message (NULL: a default). */
+/**
+ * cri_sim_end_streams:
+ *
+ * Ends every open stream once its queued events are sent: @status 0 is a clean end, else a gRPC
+ * status code with @message (NULL: a default).
+ */
 void cri_sim_end_streams(CriSim *sim, int status, const char *message);
-/* GetContainerEvents answers UNIMPLEMENTED, as containerd 1.6 does. */
+/**
+ * cri_sim_set_events_unimplemented:
+ *
+ * GetContainerEvents answers UNIMPLEMENTED, as containerd 1.6 does.
+ */
 void cri_sim_set_events_unimplemented(CriSim *sim, gboolean unimplemented);
 
 /* ---- list streams (KEP-5825) ---- */
@@ -270,37 +366,85 @@ void cri_sim_set_list_stream_failure(CriSim *sim, int after_messages, int status
  * Fails if not serving.  cri_sim_free() ends streams the same way.
  */
 gboolean cri_sim_go_away(CriSim *sim, int away_ms, gboolean stale_socket, GError **error);
-/* Serves again now (no-op when serving). */
+/**
+ * cri_sim_come_back:
+ *
+ * Serves again now (no-op when serving).
+ */
 gboolean cri_sim_come_back(CriSim *sim, GError **error);
 gboolean cri_sim_is_serving(CriSim *sim);
-/* Waits until serving; FALSE at the deadline. */
+/**
+ * cri_sim_wait_serving:
+ *
+ * Waits until serving; FALSE at the deadline.
+ */
 gboolean cri_sim_wait_serving(CriSim *sim, int timeout_ms);
 
-/* Answers @method (short name; "*" every unary method) after @delay_ms; < 0 never (the call
- * ends when the client gives up); 0 clears.  For GetContainerEvents it delays the subscription. */
+/**
+ * cri_sim_set_delay:
+ *
+ * Answers @method (short name; "*" every unary method) after @delay_ms; < 0 never (the call ends
+ * when the client gives up); 0 clears.  For GetContainerEvents it delays the subscription.
+ */
 void cri_sim_set_delay(CriSim *sim, const char *method, int delay_ms);
-/* Answers @method ("*" every method) with gRPC status @code (0 clears) @times times (< 0: until
- * cleared). */
+/**
+ * cri_sim_set_fail:
+ *
+ * Answers @method ("*" every method) with gRPC status @code (0 clears) @times times (< 0: until
+ * cleared).
+ */
 void cri_sim_set_fail(CriSim *sim, const char *method, int code, int times);
 
 /* ---- counters ---- */
 
-/* Calls received (answered or not) for @method, or for all methods when NULL. */
+/**
+ * cri_sim_get_n_calls:
+ *
+ * Calls received (answered or not) for @method, or for all methods when NULL.
+ */
 guint cri_sim_get_n_calls(CriSim *sim, const char *method);
-/* Open GetContainerEvents streams that receive events. */
+/**
+ * cri_sim_get_n_subscribers:
+ *
+ * Open GetContainerEvents streams that receive events.
+ */
 guint cri_sim_get_n_subscribers(CriSim *sim);
-/* GetContainerEvents streams accepted since the start (counts reconnects). */
+/**
+ * cri_sim_get_n_streams:
+ *
+ * GetContainerEvents streams accepted since the start (counts reconnects).
+ */
 guint cri_sim_get_n_streams(CriSim *sim);
-/* Event messages sent to subscribers so far.  A message counts once gRPC reports it written,
- * which may be after the subscriber has read it: wait with cri_sim_wait_events_sent(). */
+/**
+ * cri_sim_get_n_events_sent:
+ *
+ * Event messages sent to subscribers so far.  A message counts once gRPC reports it written, which
+ * may be after the subscriber has read it: wait with cri_sim_wait_events_sent().
+ */
 guint cri_sim_get_n_events_sent(CriSim *sim);
-/* Waits until at least @n event messages were sent; FALSE at the deadline. */
+/**
+ * cri_sim_wait_events_sent:
+ *
+ * Waits until at least @n event messages were sent; FALSE at the deadline.
+ */
 gboolean cri_sim_wait_events_sent(CriSim *sim, guint n, int timeout_ms);
-/* Waits until exactly @n subscribers; FALSE at the deadline. */
+/**
+ * cri_sim_wait_subscribers:
+ *
+ * Waits until exactly @n subscribers; FALSE at the deadline.
+ */
 gboolean cri_sim_wait_subscribers(CriSim *sim, guint n, int timeout_ms);
-/* Waits until at least @n calls of @method (NULL: any); FALSE at the deadline. */
+/**
+ * cri_sim_wait_calls:
+ *
+ * Waits until at least @n calls of @method (NULL: any); FALSE at the deadline.
+ */
 gboolean cri_sim_wait_calls(CriSim *sim, const char *method, guint n, int timeout_ms);
-/* Last request of @method, packed; NULL when none yet.  (transfer full) */
+/**
+ * cri_sim_get_last_request:
+ *
+ * Returns: (transfer full) (nullable): the last request of @method, packed; %NULL when none yet.
+ */
 GBytes *cri_sim_get_last_request(CriSim *sim, const char *method);
 
 /* ---- commands ---- */
@@ -313,10 +457,18 @@ GBytes *cri_sim_get_last_request(CriSim *sim, const char *method);
  * Returns: %FALSE with @error set when the command is malformed or fails.
  */
 gboolean cri_sim_run_command(CriSim *sim, const char *line, gboolean *ret_quit, GError **error);
-/* Runs the commands of @path in order, stopping at "quit" (@ret_quit) or at the first error,
- * which names the line. */
+/**
+ * cri_sim_run_script:
+ *
+ * Runs the commands of @path in order, stopping at "quit" (@ret_quit) or at the first error, which
+ * names the line.
+ */
 gboolean cri_sim_run_script(CriSim *sim, const char *path, gboolean *ret_quit, GError **error);
-/* The command summary above, for --help.  (transfer none) */
+/**
+ * cri_sim_command_help:
+ *
+ * Returns: (transfer none): the command summary above, for --help.
+ */
 const char *cri_sim_command_help(void);
 
 G_END_DECLS
