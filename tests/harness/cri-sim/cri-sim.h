@@ -264,8 +264,13 @@ gboolean cri_sim_set_container_label(CriSim *sim, const char *id, const char *ke
  * containers "bulk-K-I" each, emitting nothing.  For benchmarks: 1000 pods take milliseconds.
  */
 void cri_sim_bulk(CriSim *sim, guint n_pods, guint containers_per_pod);
-/* The same, each container listed with an annotation of @annotation_bytes bytes, so that
- * listings pass a size (ListContainers past the 16 MiB a client accepts, say). */
+/**
+ * cri_sim_bulk_full:
+ * @annotation_bytes: size of one annotation every container is listed with; 0 for none.
+ *
+ * cri_sim_bulk(), with listings of a size: 20,000 containers with 1,100 bytes each make a
+ * ListContainers answer of about 28 MiB, past the 16 MiB a CRI client accepts.
+ */
 void cri_sim_bulk_full(CriSim *sim, guint n_pods, guint containers_per_pod,
                        guint annotation_bytes);
 
@@ -344,12 +349,24 @@ void cri_sim_set_events_unimplemented(CriSim *sim, gboolean unimplemented);
 
 /* ---- list streams (KEP-5825) ---- */
 
-/* StreamPodSandboxes and StreamContainers answer UNIMPLEMENTED, as runtimes before KEP-5825 do. */
+/**
+ * cri_sim_set_list_streams_unimplemented:
+ *
+ * StreamPodSandboxes and StreamContainers answer UNIMPLEMENTED, as runtimes before KEP-5825 do.
+ */
 void cri_sim_set_list_streams_unimplemented(CriSim *sim, gboolean unimplemented);
-/* Items a list stream message carries (default 5,000, containerd's batch); at least 1. */
+/**
+ * cri_sim_set_list_batch:
+ * @items: items a list stream message carries; at least 1 (default 5,000, containerd's batch).
+ */
 void cri_sim_set_list_batch(CriSim *sim, guint items);
-/* List streams end with gRPC status @status after @after_messages messages (at the end when
- * the listing has fewer); @status 0 clears. */
+/**
+ * cri_sim_set_list_stream_failure:
+ * @after_messages: messages sent before the failure (all of them when the listing has fewer).
+ * @status: the gRPC status code the stream ends with; 0 clears the failure.
+ *
+ * List streams fail part way, as a runtime that restarts while it answers.
+ */
 void cri_sim_set_list_stream_failure(CriSim *sim, int after_messages, int status);
 
 /* ---- the server ---- */
