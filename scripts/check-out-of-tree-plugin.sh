@@ -10,8 +10,10 @@
 #   2. the example configured with PKG_CONFIG_PATH at that prefix only, built with -Dwerror=true;
 #      it must have been compiled against the installed headers, export only
 #      pleg_plugin_descriptor and not link against libpleg;
-#   3. the installed plegd run with --plugin-dir=<the example's build dir> against a runtime that
-#      is not there must log "plugin hello: running" and exit 0 on SIGTERM.
+#   3. the installed plegd run with --plugin-dir=<the example's build dir>: the plugin's own gate
+#      HelloPlugin (declared in hello.plugin, Alpha, off by default) keeps it disabled without a
+#      flag, a misspelt gate is still refused, and with --feature-gates=HelloPlugin=true plegd
+#      against a runtime that is not there must log "plugin hello: running" and exit 0 on SIGTERM.
 #
 #   scripts/check-out-of-tree-plugin.sh [SOURCE_DIR]
 #
@@ -107,10 +109,34 @@ if readelf -d "$module" | grep -q 'NEEDED.*libpleg\.so'; then
 fi
 
 # 3. Loaded by the installed plegd.  Meson strips the build rpath on install.
+export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+plegd_args=(--plugin-dir="$tmp/hello-build" --metrics-bind-address=127.0.0.1:0
+    --container-runtime-endpoint="unix://$tmp/nothing.sock" --relist-period=100ms)
+
+# Its gate is off by default: a required hello is then an error naming the gate.
+echo "check-out-of-tree-plugin: gate-default-off"
+status=0
+timeout 60 "$prefix/bin/plegd" "${plegd_args[@]}" --require-plugins=hello \
+    >"$tmp/off.out" 2>"$tmp/off.err" || status=$?
+grep -q "required plugin hello is disabled: feature gate HelloPlugin is off" "$tmp/off.err" || {
+    cat "$tmp/off.err" >&2
+    fail "with HelloPlugin at its default, plegd did not say hello is disabled by its gate"
+}
+[ "$status" -ne 0 ] || fail "plegd exited 0 with a required plugin disabled"
+
+# A gate nobody declares is still an error.
+echo "check-out-of-tree-plugin: gate-unknown"
+status=0
+timeout 60 "$prefix/bin/plegd" "${plegd_args[@]}" --feature-gates=HelloPlugn=true \
+    >"$tmp/unknown.out" 2>"$tmp/unknown.err" || status=$?
+grep -q "unrecognized feature gate: HelloPlugn" "$tmp/unknown.err" || {
+    cat "$tmp/unknown.err" >&2
+    fail "plegd did not refuse the unknown gate HelloPlugn"
+}
+[ "$status" -eq 2 ] || fail "plegd exited $status on an unknown gate, expected 2"
+
 echo "check-out-of-tree-plugin: run-plegd"
-LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    "$prefix/bin/plegd" --plugin-dir="$tmp/hello-build" --metrics-bind-address=127.0.0.1:0 \
-    --container-runtime-endpoint="unix://$tmp/nothing.sock" --relist-period=100ms \
+"$prefix/bin/plegd" "${plegd_args[@]}" --feature-gates=HelloPlugin=true \
     --require-plugins=hello >"$tmp/plegd.out" 2>"$tmp/plegd.err" &
 plegd_pid=$!
 

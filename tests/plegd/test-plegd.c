@@ -450,14 +450,17 @@ END_TEST
 
 /* ---- plugin directories ---- */
 
-/* plegd without a runtime, with the fixture's plugin directory and @extra_arg (nullable). */
+/* plegd without a runtime, with the fixture's plugin directory (which holds hello) and
+ * @extra_arg (nullable).  hello's own gate HelloPlugin, declared in hello.plugin, is off by
+ * default: the flag that turns it on is accepted only because plegd read that declaration. */
 static PlegdRunner *
 spawn_with_plugins(const char *extra_arg)
 {
     g_autofree char *endpoint_arg = g_strconcat("--container-runtime-endpoint=", cfg.endpoint, NULL);
     g_autofree char *plugin_dir_arg = g_strconcat("--plugin-dir=", cfg.plugin_dir, NULL);
     const char *args[] = {endpoint_arg, plugin_dir_arg, "--relist-period=100ms",
-                          "--metrics-bind-address=127.0.0.1:0", extra_arg, NULL};
+                          "--metrics-bind-address=127.0.0.1:0", "--feature-gates=HelloPlugin=true",
+                          extra_arg, NULL};
 
     return plegd_runner_spawn_full(NULL, -1, args);
 }
