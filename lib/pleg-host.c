@@ -215,16 +215,17 @@ remove_checkers(PlegHost *self, guint id, PluginEntry *owner)
     /* Destroy notifies run unlocked: they may call back into the host. */
 }
 
-gboolean
-pleg_host_check_health(PlegHost *self, char **ret_checker, GError **error)
+static gboolean
+check_health(PlegHost *self, PlegHealthProgressFunc progress, gpointer progress_data,
+             char **ret_checker, GError **error)
 {
-    g_return_val_if_fail(self != NULL, FALSE);
-
     g_rw_lock_reader_lock(&self->health_lock);
     for (guint i = 0; i < self->checkers->len; i++) {
         Checker *checker = g_ptr_array_index(self->checkers, i);
         g_autoptr(GError) local_error = NULL;
 
+        if (progress)
+            progress(checker->name, progress_data);
         if (checker->func(checker->user_data, &local_error))
             continue;
 
@@ -239,6 +240,14 @@ pleg_host_check_health(PlegHost *self, char **ret_checker, GError **error)
     }
     g_rw_lock_reader_unlock(&self->health_lock);
     return TRUE;
+}
+
+gboolean
+pleg_host_check_health(PlegHost *self, char **ret_checker, GError **error)
+{
+    g_return_val_if_fail(self != NULL, FALSE);
+
+    return check_health(self, NULL, NULL, ret_checker, error);
 }
 
 static gint64
@@ -349,6 +358,13 @@ service_check_health(PlegPluginHost *host, char **ret_checker, GError **error)
     return pleg_host_check_health(ENTRY(host)->host, ret_checker, error);
 }
 
+static gboolean
+service_check_health_progress(PlegPluginHost *host, PlegHealthProgressFunc progress,
+                              gpointer progress_data, char **ret_checker, GError **error)
+{
+    return check_health(ENTRY(host)->host, progress, progress_data, ret_checker, error);
+}
+
 static const char *
 level_to_priority(GLogLevelFlags level)
 {
@@ -430,6 +446,7 @@ init_services(PluginEntry *entry)
         .container_events_cancel = cri_container_events_cancel,
         .container_events_free = cri_container_events_free,
         .container_event_free = cri_container_event_free,
+        .check_health_progress = service_check_health_progress,
     };
 }
 

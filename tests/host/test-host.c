@@ -509,7 +509,7 @@ static const Broken broken[] = {
     {"abimajor", setup_abimajor, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-abimajor.so",
      "ABI major 2, host speaks 1", "constructor\n"},
     {"abiminor", setup_abiminor, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-abiminor.so",
-     "ABI minor 1 is newer than the host's 0", "constructor\n"},
+     "ABI minor 2 is newer than the host's 1", "constructor\n"},
     {"initfail", setup_initfail, PLEG_HOST_ERROR_PLUGIN_INIT, "libfixture-initfail.so",
      "init failed: out of widgets", "constructor\ninit\n"},
     {"startfail", setup_startfail, PLEG_HOST_ERROR_PLUGIN_START, "libfixture-startfail.so",
