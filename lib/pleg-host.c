@@ -18,6 +18,8 @@ G_DEFINE_QUARK(pleg-host-error-quark, pleg_host_error)
 
 #define PLUGIN_GROUP        "Plugin"
 #define FEATURE_GATES_GROUP "FeatureGates"
+/* A .plugin file declares a gate of its own in a group "[FeatureGate <Name>]". */
+#define GATE_DECLARATION_PREFIX "FeatureGate "
 
 typedef struct _PluginEntry PluginEntry;
 
@@ -42,6 +44,7 @@ struct _PluginEntry {
     char *plugin_file;
     char *feature_gate;
     char *log_domain;
+    GKeyFile *key_file; /* the .plugin file, for its gate declarations */
     const PlegPluginDescriptor *descriptor;
     PlegHostServices services;
 
@@ -215,16 +218,17 @@ remove_checkers(PlegHost *self, guint id, PluginEntry *owner)
     /* Destroy notifies run unlocked: they may call back into the host. */
 }
 
-gboolean
-pleg_host_check_health(PlegHost *self, char **ret_checker, GError **error)
+static gboolean
+check_health(PlegHost *self, PlegHealthProgressFunc progress, gpointer progress_data,
+             char **ret_checker, GError **error)
 {
-    g_return_val_if_fail(self != NULL, FALSE);
-
     g_rw_lock_reader_lock(&self->health_lock);
     for (guint i = 0; i < self->checkers->len; i++) {
         Checker *checker = g_ptr_array_index(self->checkers, i);
         g_autoptr(GError) local_error = NULL;
 
+        if (progress)
+            progress(checker->name, progress_data);
         if (checker->func(checker->user_data, &local_error))
             continue;
 
@@ -239,6 +243,14 @@ pleg_host_check_health(PlegHost *self, char **ret_checker, GError **error)
     }
     g_rw_lock_reader_unlock(&self->health_lock);
     return TRUE;
+}
+
+gboolean
+pleg_host_check_health(PlegHost *self, char **ret_checker, GError **error)
+{
+    g_return_val_if_fail(self != NULL, FALSE);
+
+    return check_health(self, NULL, NULL, ret_checker, error);
 }
 
 static gint64
@@ -349,6 +361,13 @@ service_check_health(PlegPluginHost *host, char **ret_checker, GError **error)
     return pleg_host_check_health(ENTRY(host)->host, ret_checker, error);
 }
 
+static gboolean
+service_check_health_progress(PlegPluginHost *host, PlegHealthProgressFunc progress,
+                              gpointer progress_data, char **ret_checker, GError **error)
+{
+    return check_health(ENTRY(host)->host, progress, progress_data, ret_checker, error);
+}
+
 static const char *
 level_to_priority(GLogLevelFlags level)
 {
@@ -430,6 +449,7 @@ init_services(PluginEntry *entry)
         .container_events_cancel = cri_container_events_cancel,
         .container_events_free = cri_container_events_free,
         .container_event_free = cri_container_event_free,
+        .check_health_progress = service_check_health_progress,
     };
 }
 
@@ -606,6 +626,7 @@ plugin_entry_free(PluginEntry *entry)
     g_free(entry->plugin_file);
     g_free(entry->feature_gate);
     g_free(entry->log_domain);
+    g_clear_pointer(&entry->key_file, g_key_file_unref);
     g_free(entry);
 }
 
@@ -661,6 +682,99 @@ find_plugin(PlegHost *self, const char *name)
     return NULL;
 }
 
+/* ---- gates declared by .plugin files ---- */
+
+typedef struct {
+    const char *name; /* points into the group name */
+    PlegFeatureStage stage;
+    gboolean default_enabled;
+} GateDeclaration;
+
+/* Reads one "[FeatureGate <Name>]" group: Stage= and Default=, nothing else. */
+static gboolean
+read_gate_declaration(GKeyFile *key_file, const char *group, GateDeclaration *ret,
+                      GError **error)
+{
+    g_auto(GStrv) keys = g_key_file_get_keys(key_file, group, NULL, NULL);
+    g_autofree char *stage = g_key_file_get_value(key_file, group, "Stage", NULL);
+    g_autofree char *value = g_key_file_get_value(key_file, group, "Default", NULL);
+
+    ret->name = group + strlen(GATE_DECLARATION_PREFIX);
+    for (char **key = keys; key && *key; key++) {
+        if (!g_str_equal(*key, "Stage") && !g_str_equal(*key, "Default")) {
+            g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                        "[%s]: unknown key %s (expected Stage and Default)", group, *key);
+            return FALSE;
+        }
+    }
+    if (!stage || !pleg_feature_stage_from_string(stage, &ret->stage)) {
+        g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                    "[%s]: %s%s: want Stage=Alpha, Beta, GA or Deprecated", group,
+                    stage ? "invalid Stage=" : "no Stage", stage ? stage : "");
+        return FALSE;
+    }
+    if (g_strcmp0(value, "true") == 0) {
+        ret->default_enabled = TRUE;
+    } else if (g_strcmp0(value, "false") == 0) {
+        ret->default_enabled = FALSE;
+    } else {
+        g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                    "[%s]: %s%s: want Default=true or Default=false", group,
+                    value ? "invalid Default=" : "no Default", value ? value : "");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Registers the gates @key_file (the .plugin file @file) declares into @gates.  With
+ * @check_only, registers nothing: fails unless @gates already has each of them as declared. */
+static gboolean
+declare_plugin_gates(PlegFeatureGates *gates, GKeyFile *key_file, const char *file,
+                     gboolean check_only, GError **error)
+{
+    g_auto(GStrv) groups = g_key_file_get_groups(key_file, NULL);
+
+    for (char **group = groups; *group; group++) {
+        g_autoptr(GError) local_error = NULL;
+        GateDeclaration declaration;
+        PlegFeatureStage stage;
+        gboolean default_enabled;
+
+        if (!g_str_has_prefix(*group, GATE_DECLARATION_PREFIX))
+            continue;
+        if (!read_gate_declaration(key_file, *group, &declaration, error))
+            return FALSE;
+
+        if (!check_only || pleg_feature_gates_is_builtin(declaration.name)) {
+            if (!pleg_feature_gates_register(gates, declaration.name, declaration.stage,
+                                             declaration.default_enabled, file, &local_error)) {
+                g_set_error_literal(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                                    local_error->message);
+                return FALSE;
+            }
+            continue;
+        }
+        if (!pleg_feature_gates_known(gates, declaration.name, &stage, &default_enabled)) {
+            g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                        "declares feature gate %s, which the host's gates do not have: "
+                        "pleg_feature_gates_register_plugins() must run before the gates are "
+                        "parsed",
+                        declaration.name);
+            return FALSE;
+        }
+        if (stage != declaration.stage || default_enabled != declaration.default_enabled) {
+            g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                        "declares feature gate %s as %s, default %s, but the host has it as %s, "
+                        "default %s",
+                        declaration.name, pleg_feature_stage_to_string(declaration.stage),
+                        declaration.default_enabled ? "true" : "false",
+                        pleg_feature_stage_to_string(stage), default_enabled ? "true" : "false");
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
 /* Reads the .plugin file: name, module path, gate.  FALSE when the entry failed. */
 static gboolean
 read_plugin_file(PlegHost *self, PluginEntry *entry)
@@ -713,6 +827,7 @@ read_plugin_file(PlegHost *self, PluginEntry *entry)
         entry->feature_gate = g_steal_pointer(&gate);
 
     entry->log_domain = g_strdup_printf("pleg-%s", entry->info.name);
+    entry->key_file = g_steal_pointer(&key_file);
     return TRUE;
 }
 
@@ -921,6 +1036,69 @@ compare_file_names(gconstpointer a, gconstpointer b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The gates of the .plugin file agree with the host's: what it declares is registered as
+ * declared, and its FeatureGate is built in or registered. */
+static gboolean
+check_plugin_gates(PlegHost *self, PluginEntry *entry)
+{
+    g_autoptr(GError) local_error = NULL;
+
+    if (!declare_plugin_gates(self->gates, entry->key_file, entry->plugin_file, TRUE,
+                              &local_error)) {
+        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG, "%s: %s", entry->plugin_file,
+                    local_error->message);
+        return FALSE;
+    }
+    if (entry->feature_gate &&
+        !pleg_feature_gates_known(self->gates, entry->feature_gate, NULL, NULL)) {
+        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG,
+                    "FeatureGate=%s is not a known feature gate: neither built in nor declared "
+                    "in a [" GATE_DECLARATION_PREFIX "%s] group",
+                    entry->feature_gate, entry->feature_gate);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
+pleg_feature_gates_register_plugins(PlegFeatureGates *gates, const char *plugin_dir,
+                                    GError **error)
+{
+    g_auto(GStrv) dirs = NULL;
+
+    g_return_val_if_fail(gates != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+    if (!plugin_dir)
+        plugin_dir = PLEG_PLUGIN_DIR;
+    dirs = g_strsplit(plugin_dir, G_SEARCHPATH_SEPARATOR_S, -1);
+    for (guint d = 0; dirs[d]; d++) {
+        g_autoptr(GPtrArray) files = NULL;
+
+        if (!*dirs[d])
+            continue;
+        files = list_plugin_files(dirs[d]);
+        g_ptr_array_sort(files, compare_file_names);
+        for (guint i = 0; i < files->len; i++) {
+            g_autofree char *path = g_build_filename(dirs[d], g_ptr_array_index(files, i), NULL);
+            g_autoptr(GKeyFile) key_file = g_key_file_new();
+            g_autoptr(GError) local_error = NULL;
+
+            /* The loader reports a file it cannot read; it declares nothing. */
+            if (!g_key_file_load_from_file(key_file, path, G_KEY_FILE_NONE, &local_error)) {
+                g_debug("%s: %s, no feature gates from it", path, local_error->message);
+                continue;
+            }
+            if (!declare_plugin_gates(gates, key_file, path, FALSE, &local_error)) {
+                g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG, "%s: %s", path,
+                            local_error->message);
+                return FALSE;
+            }
+        }
+    }
+    return TRUE;
+}
+
 static void
 load_plugins_from(PlegHost *self, const char *dir)
 {
@@ -950,6 +1128,10 @@ load_plugins_from(PlegHost *self, const char *dir)
             g_strv_contains((const char *const *)self->disabled_plugins, entry->info.name)) {
             entry->info.state = PLEG_PLUGIN_STATE_DISABLED_BY_NAME;
             g_debug("plugin %s disabled by name, not loaded", entry->info.name);
+            continue;
+        }
+        if (!check_plugin_gates(self, entry)) {
+            report_failure(self, entry);
             continue;
         }
         if (entry->feature_gate && !pleg_feature_gates_enabled(self->gates, entry->feature_gate)) {
@@ -1167,14 +1349,22 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
               GError **error)
 {
     g_autoptr(PlegHost) self = NULL;
+    g_autoptr(PlegFeatureGates) own_gates = NULL;
 
     g_return_val_if_fail(config != NULL, NULL);
     g_return_val_if_fail(error == NULL || *error == NULL, NULL);
 
+    /* Without gates from the caller, the plugins' declared gates at their defaults. */
+    if (!gates) {
+        own_gates = pleg_feature_gates_new();
+        if (!pleg_feature_gates_register_plugins(own_gates, config->plugin_dir, error))
+            return NULL;
+        gates = own_gates;
+    }
+
     self = g_new0(PlegHost, 1);
     self->context = context ? g_main_context_ref(context) : g_main_context_ref_thread_default();
-    if (!gates)
-        gates = self->own_gates = pleg_feature_gates_new();
+    self->own_gates = g_steal_pointer(&own_gates);
     self->gates = gates;
     g_rw_lock_init(&self->health_lock);
     self->checkers = g_ptr_array_new();

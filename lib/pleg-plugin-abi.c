@@ -48,9 +48,11 @@ ASSERT_SLOT(PlegHostServices, container_events_read, 120);
 ASSERT_SLOT(PlegHostServices, container_events_cancel, 128);
 ASSERT_SLOT(PlegHostServices, container_events_free, 136);
 ASSERT_SLOT(PlegHostServices, container_event_free, 144);
-ASSERT_SLOT(PlegHostServices, reserved, 152);
-G_STATIC_ASSERT(sizeof(PlegHostServices) == 152 + 24 * 8);
 G_STATIC_ASSERT(PLEG_HOST_SERVICES_SIZE_1_0 == 152);
+/* ABI 1.1 */
+ASSERT_SLOT(PlegHostServices, check_health_progress, 152);
+ASSERT_SLOT(PlegHostServices, reserved, 160);
+G_STATIC_ASSERT(sizeof(PlegHostServices) == 160 + 23 * 8);
 
 #endif
 

@@ -15,8 +15,11 @@
 #      fake host and cri-sim of libpleg-harness) must build against the installed
 #      libpleg-harness and pass under `meson test`;
 #   3. the installed plegd, without LD_LIBRARY_PATH, run with --plugin-dir=<the example's build
-#      dir> against a runtime that is not there must log "plugin hello: running" and exit 0 on
-#      SIGTERM; run without --plugin-dir it must load the installed watchdog plugin.
+#      dir>: the plugin's own gate HelloPlugin (declared in hello.plugin, Alpha, off by default)
+#      keeps it disabled without a flag, a misspelt gate is still refused, and with
+#      --feature-gates=HelloPlugin=true plegd against a runtime that is not there must log
+#      "plugin hello: running" and exit 0 on SIGTERM; run without --plugin-dir it must load the
+#      installed watchdog plugin.
 #
 #   scripts/check-out-of-tree-plugin.sh [SOURCE_DIR]
 #
@@ -181,7 +184,33 @@ run_plegd() {
     [ "$status" -eq 0 ] || fail "$name: plegd exited with $status on SIGTERM"
 }
 
-run_plegd run-plegd "plugin hello: running" --plugin-dir="$tmp/hello-build" --require-plugins=hello
+plegd_args=(--plugin-dir="$tmp/hello-build" --metrics-bind-address=127.0.0.1:0
+    --container-runtime-endpoint="unix://$tmp/nothing.sock" --relist-period=100ms)
+
+# Its gate is off by default: a required hello is then an error naming the gate.
+echo "check-out-of-tree-plugin: gate-default-off"
+status=0
+timeout 60 "$prefix/bin/plegd" "${plegd_args[@]}" --require-plugins=hello \
+    >"$tmp/off.out" 2>"$tmp/off.err" || status=$?
+grep -q "required plugin hello is disabled: feature gate HelloPlugin is off" "$tmp/off.err" || {
+    cat "$tmp/off.err" >&2
+    fail "with HelloPlugin at its default, plegd did not say hello is disabled by its gate"
+}
+[ "$status" -ne 0 ] || fail "plegd exited 0 with a required plugin disabled"
+
+# A gate nobody declares is still an error.
+echo "check-out-of-tree-plugin: gate-unknown"
+status=0
+timeout 60 "$prefix/bin/plegd" "${plegd_args[@]}" --feature-gates=HelloPlugn=true \
+    >"$tmp/unknown.out" 2>"$tmp/unknown.err" || status=$?
+grep -q "unrecognized feature gate: HelloPlugn" "$tmp/unknown.err" || {
+    cat "$tmp/unknown.err" >&2
+    fail "plegd did not refuse the unknown gate HelloPlugn"
+}
+[ "$status" -eq 2 ] || fail "plegd exited $status on an unknown gate, expected 2"
+
+run_plegd run-plegd "plugin hello: running" --plugin-dir="$tmp/hello-build" \
+    --feature-gates=HelloPlugin=true --require-plugins=hello
 # Without --plugin-dir: the prefix's own plugin folder.
 run_plegd run-plegd-installed "plugin watchdog: running" --require-plugins=watchdog
 grep -qF "plugins: searching $libdir/pleg/plugins (the installed plugin folder)" \

@@ -101,7 +101,7 @@ hello_free(gpointer state)
 
 PLEG_PLUGIN_DEFINE(.name = "hello",
                    .description = "Example plugin: counts seconds, always healthy",
-                   .feature_gate = NULL,
+                   .feature_gate = "HelloPlugin", /* declared in hello.plugin */
                    .init = hello_init,
                    .start = hello_start,
                    .stop = hello_stop,

@@ -81,7 +81,7 @@ START_TEST(test_descriptor)
     ck_assert_uint_eq(descriptor->abi_major, PLEG_PLUGIN_ABI_MAJOR);
     ck_assert_uint_le(descriptor->abi_minor, PLEG_PLUGIN_ABI_MINOR);
     ck_assert_str_eq(descriptor->name, "hello");
-    ck_assert_ptr_null(descriptor->feature_gate);
+    ck_assert_str_eq(descriptor->feature_gate, "HelloPlugin");
 }
 END_TEST
 

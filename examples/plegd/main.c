@@ -282,10 +282,10 @@ warn_duplicate_keys(const char *path, const char *contents)
     }
 }
 
-/* Fills the settings the command line left unset from the [plegd] group of @path and applies
- * its [FeatureGates] group to @gates. */
+/* Fills the settings the command line left unset from the [plegd] group of @path; @ret_key_file
+ * keeps the file for its [FeatureGates] group, applied once the plugins' gates are registered. */
 static gboolean
-load_config_file(const char *path, Settings *settings, PlegFeatureGates *gates, GError **error)
+load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, GError **error)
 {
     g_autoptr(GKeyFile) key_file = g_key_file_new();
     g_autoptr(GError) local_error = NULL;
@@ -346,10 +346,43 @@ load_config_file(const char *path, Settings *settings, PlegFeatureGates *gates, 
         settings->origins[id] = path;
     }
 
-    if (!pleg_feature_gates_load_key_file(gates, key_file, &local_error)) {
+    *ret_key_file = g_steal_pointer(&key_file);
+    return TRUE;
+}
+
+/* The gates, in order: built-in defaults, the gates the plugins of the plugin path declare (so
+ * that the next two may name them), the file's [FeatureGates], --feature-gates. */
+static gboolean
+configure_gates(PlegFeatureGates *gates, const Settings *settings, const char *config_file,
+                GKeyFile *key_file, const char *feature_gates, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    g_autofree char *shown_config = pleg_log_text(config_file, -1, 1024);
+    g_autofree char *exe_path = NULL;
+    const char *plugin_dir = settings->values[SETTING_PLUGIN_DIR];
+    const char *origin;
+
+    /* The same search path run() gives the host: without --plugin-dir, the build tree's plugins
+     * when this is the build tree's plegd. */
+    if (!plugin_dir) {
+        exe_path = plegd_get_exe_path();
+        plugin_dir = plegd_default_plugin_dir(exe_path, &origin);
+    }
+    if (!pleg_feature_gates_register_plugins(gates, plugin_dir, &local_error)) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "invalid plugin feature gate: %s", local_error->message);
+        return FALSE;
+    }
+    if (key_file && !pleg_feature_gates_load_key_file(gates, key_file, &local_error)) {
         /* The message names the group. */
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --config \"%s\": %s",
-                    shown, local_error->message);
+                    shown_config, local_error->message);
+        return FALSE;
+    }
+    if (feature_gates && !pleg_feature_gates_parse(gates, feature_gates, &local_error)) {
+        /* The reason names the item at fault, escaped and cut. */
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --feature-gates: %s",
+                    local_error->message);
         return FALSE;
     }
     return TRUE;
@@ -399,6 +432,7 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
     };
     g_autoptr(GOptionContext) context = g_option_context_new(NULL);
     g_autoptr(PlegFeatureGates) gates = pleg_feature_gates_new();
+    g_autoptr(GKeyFile) config_key_file = NULL;
     g_autoptr(GInetSocketAddress) address = NULL;
     g_autoptr(GError) local_error = NULL;
     const char *metrics_address;
@@ -412,7 +446,8 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
         "--config FILE is a key file: its [plegd] group takes the long options above without "
         "their\ndashes (e.g. relist-period=500ms, disable-plugins=evented), its [FeatureGates] "
         "group\nName=true|false lines.  The command line wins over the file; --feature-gates is "
-        "applied\nafter [FeatureGates].\n"
+        "applied\nafter [FeatureGates].  Gates that plugins declare in their .plugin files (in "
+        "the\nplugin directory) can be set like the built-in ones.\n"
         "Logs go to stderr; G_MESSAGES_DEBUG=plegd,pleg shows debug logs.\n"
         "Durations use Go syntax: 500ms, 1s, 3m, 1h30m.");
     g_option_context_add_main_entries(context, entries, NULL);
@@ -435,14 +470,10 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
         return TRUE;
     }
 
-    if (config_file && !load_config_file(config_file, &settings, gates, error))
+    if (config_file && !load_config_file(config_file, &settings, &config_key_file, error))
         return FALSE;
-    if (feature_gates && !pleg_feature_gates_parse(gates, feature_gates, &local_error)) {
-        /* The reason names the item at fault, escaped and cut. */
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --feature-gates: %s",
-                    local_error->message);
+    if (!configure_gates(gates, &settings, config_file, config_key_file, feature_gates, error))
         return FALSE;
-    }
 
     if (!parse_period(&settings, SETTING_TIMEOUT, DEFAULT_RUNTIME_REQUEST_TIMEOUT,
                       &parsed.runtime_request_timeout_usec, error) ||

@@ -84,6 +84,12 @@ main(int argc, char **argv)
     pleg_host_config_init(&config);
     config.runtime_endpoint = argv[1];
     config.plugin_dir = argc == 4 ? argv[3] : NULL;
+    /* The plugins' own gates join before anything sets gates (a shim would parse its flags or
+     * its configuration's [FeatureGates] here). */
+    if (!pleg_feature_gates_register_plugins(gates, config.plugin_dir, &error)) {
+        fprintf(stderr, "shim-embed: %s\n", error->message);
+        return 1;
+    }
     host = pleg_host_new(&config, gates, shim.context, &error);
     if (!host) {
         fprintf(stderr, "shim-embed: %s\n", error->message);

@@ -175,8 +175,8 @@ typedef struct {
     const char *error; /* nullable */
 } Record;
 
-static void
-append_pair(GString *text, const char *journal_key, const char *value)
+void
+watchdog_append_pair(GString *text, const char *journal_key, const char *value)
 {
     g_autofree char *key = g_ascii_strdown(journal_key, -1);
     gboolean quote = *value == '\0';
@@ -196,7 +196,7 @@ add_field(GLogField *fields, gsize *n_fields, GString *text, const char *key, co
 {
     fields[*n_fields] = (GLogField){key, value, -1};
     (*n_fields)++;
-    append_pair(text, key, value);
+    watchdog_append_pair(text, key, value);
 }
 
 /* Whether the record of this kind is kept; @ret_suppressed: how many were dropped before it. */

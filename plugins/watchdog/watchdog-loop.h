@@ -107,6 +107,10 @@ int watchdog_timeout_to_interval(int sd_result, guint64 timeout_usec, gint64 *re
 void watchdog_log_message(const WatchdogOps *ops, gpointer user_data, GLogLevelFlags level,
                           const char *format, ...) G_GNUC_PRINTF(4, 5);
 
+/* watchdog_append_pair: " key=value" onto a record's MESSAGE text: @journal_key in lower case,
+ * @value quoted and escaped when empty or holding spaces, quotes, '=', '\\' or controls. */
+void watchdog_append_pair(GString *text, const char *journal_key, const char *value);
+
 /** watchdog_format_duration: Go's time.Duration.String() of @usec >= 0 ("1s", "1.5s", "500ms"). */
 char *watchdog_format_duration(gint64 usec);
 

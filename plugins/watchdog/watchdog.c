@@ -8,13 +8,17 @@
 #include <systemd/sd-daemon.h>
 
 #include "watchdog-loop.h"
+#include "watchdog-stall.h"
 
 #define GATE_DIAGNOSTICS "KubeletWatchdogDiagnostics"
+/* Declared in watchdog.plugin (Alpha, off): the stall record of issue 14. */
+#define GATE_STALL_DIAGNOSTICS "WatchdogStallDiagnostics"
 
 typedef struct {
     const PlegHostServices *services;
     GSource *timer;
     WatchdogLoop *loop;
+    WatchdogStall *stall; /* only while the heartbeat runs with WatchdogStallDiagnostics on */
 } Watchdog;
 
 /* ---- WatchdogOps ---- */
@@ -34,18 +38,56 @@ op_arm(gpointer user_data, gint64 ready_usec)
         g_source_set_ready_time(self->timer, ready_usec);
 }
 
+static void
+on_checker_progress(const char *checker, gpointer user_data)
+{
+    watchdog_stall_set_checker(user_data, checker);
+}
+
+/* Whether the host has check_health_progress (ABI 1.1). */
+static gboolean
+has_check_health_progress(const PlegHostServices *services)
+{
+    return services->abi_minor >= 1 &&
+           services->size >= G_STRUCT_OFFSET(PlegHostServices, check_health_progress) +
+                                 sizeof(services->check_health_progress) &&
+           services->check_health_progress;
+}
+
 static gboolean
 op_check_health(gpointer user_data, char **ret_checker, GError **error)
 {
     Watchdog *self = user_data;
+    gboolean ok;
 
-    return self->services->check_health(self->services->host, ret_checker, error);
+    if (!self->stall)
+        return self->services->check_health(self->services->host, ret_checker, error);
+
+    watchdog_stall_begin(self->stall, WATCHDOG_OPERATION_STALL);
+    if (has_check_health_progress(self->services))
+        ok = self->services->check_health_progress(self->services->host, on_checker_progress,
+                                                   self->stall, ret_checker, error);
+    else
+        ok = self->services->check_health(self->services->host, ret_checker, error);
+    watchdog_stall_end(self->stall);
+    return ok;
 }
 
 static int
 op_notify(gpointer user_data)
 {
-    return sd_notify(0, "WATCHDOG=1");
+    Watchdog *self = user_data;
+    int r;
+
+    if (!self->stall)
+        return sd_notify(0, "WATCHDOG=1");
+
+    /* libsystemd 252's sd_notify() sends on a blocking socket: it waits while the receiver's
+     * queue is full. */
+    watchdog_stall_begin(self->stall, WATCHDOG_OPERATION_NOTIFY);
+    r = sd_notify(0, "WATCHDOG=1");
+    watchdog_stall_end(self->stall);
+    return r;
 }
 
 static gboolean
@@ -130,6 +172,7 @@ watchdog_stop(gpointer state)
         g_clear_pointer(&self->timer, g_source_unref);
     }
     g_clear_pointer(&self->loop, watchdog_loop_free);
+    g_clear_pointer(&self->stall, watchdog_stall_free);
 }
 
 static gboolean
@@ -175,14 +218,23 @@ watchdog_start(gpointer state, GError **error)
     g_source_set_callback(self->timer, on_timer, self, NULL);
     g_source_attach(self->timer, self->services->get_main_context(self->services->host));
 
+    /* With the gate off nothing of it runs: no thread, no extra call per tick. */
+    if (self->services->feature_enabled(self->services->host, GATE_STALL_DIAGNOSTICS)) {
+        self->stall = watchdog_stall_new(&watchdog_ops, self, interval_usec, error);
+        if (!self->stall) {
+            watchdog_stop(self);
+            return FALSE;
+        }
+    }
     self->loop = watchdog_loop_new(&watchdog_ops, self, interval_usec);
 
     timeout_text = watchdog_format_duration((gint64)timeout_usec);
     interval_text = watchdog_format_duration(interval_usec);
     watchdog_log_message(&watchdog_ops, self, G_LOG_LEVEL_INFO,
-                         "systemd watchdog enabled: timeout %s, WATCHDOG=1 every %s%s",
+                         "systemd watchdog enabled: timeout %s, WATCHDOG=1 every %s%s%s",
                          timeout_text, interval_text,
-                         op_diagnostics_enabled(self) ? ", " GATE_DIAGNOSTICS " records on" : "");
+                         op_diagnostics_enabled(self) ? ", " GATE_DIAGNOSTICS " records on" : "",
+                         self->stall ? ", " GATE_STALL_DIAGNOSTICS " records on" : "");
 
     watchdog_loop_start(self->loop);
     return TRUE;

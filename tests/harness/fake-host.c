@@ -149,7 +149,8 @@ service_remove_health_checker(PlegPluginHost *host, guint id)
 }
 
 static gboolean
-service_check_health(PlegPluginHost *host, char **ret_checker, GError **error)
+service_check_health_progress(PlegPluginHost *host, PlegHealthProgressFunc progress,
+                              gpointer progress_data, char **ret_checker, GError **error)
 {
     FakeHost *self = FAKE_HOST(host);
     g_autoptr(GPtrArray) round = g_ptr_array_new();
@@ -165,6 +166,8 @@ service_check_health(PlegPluginHost *host, char **ret_checker, GError **error)
         Checker *checker = g_ptr_array_index(round, i);
         g_autoptr(GError) local_error = NULL;
 
+        if (progress)
+            progress(checker->name, progress_data);
         if (!checker->func(checker->user_data, &local_error)) {
             if (!local_error)
                 local_error =
@@ -176,6 +179,12 @@ service_check_health(PlegPluginHost *host, char **ret_checker, GError **error)
         }
     }
     return TRUE;
+}
+
+static gboolean
+service_check_health(PlegPluginHost *host, char **ret_checker, GError **error)
+{
+    return service_check_health_progress(host, NULL, NULL, ret_checker, error);
 }
 
 static const char *
@@ -318,6 +327,7 @@ fake_host_new(void)
         .container_events_cancel = cri_container_events_cancel,
         .container_events_free = cri_container_events_free,
         .container_event_free = cri_container_event_free,
+        .check_health_progress = service_check_health_progress,
     };
     return self;
 }

@@ -153,8 +153,15 @@ find_call(GPtrArray *calls, const char *uid, PlegPluginRelistSource source)
     return FALSE;
 }
 
+static void
+note_progress(const char *checker, gpointer user_data)
+{
+    g_string_append_printf(user_data, "%s,", checker);
+}
+
 START_TEST(test_services_recorded)
 {
+    g_autoptr(GString) progress = g_string_new(NULL);
     g_autoptr(FakeHost) host = fake_host_new();
     const PlegHostServices *services = fake_host_get_services(host);
     g_autoptr(GError) error = NULL;
@@ -199,6 +206,17 @@ START_TEST(test_services_recorded)
     ck_assert_str_eq(checker, "demo");
     ck_assert_str_eq(error->message, "demo is sick");
     g_clear_error(&error);
+    g_clear_pointer(&checker, g_free);
+    /* ABI 1.1: the same round, naming each checker before it runs. */
+    ck_assert_uint_ge(services->abi_minor, 1);
+    ck_assert(!services->check_health_progress(services->host, note_progress, progress,
+                                               &checker, &error));
+    ck_assert_str_eq(progress->str, "demo,");
+    ck_assert_str_eq(checker, "demo");
+    g_clear_error(&error);
+    demo->healthy = TRUE;
+    ck_assert(services->check_health_progress(services->host, NULL, NULL, NULL, NULL));
+    demo->healthy = FALSE;
     logs = fake_host_get_logs(host);
     ck_assert_uint_eq(logs->len, 1);
     ck_assert_str_eq(g_hash_table_lookup(logs->pdata[0], "MESSAGE"), "demo initialised");

@@ -538,7 +538,7 @@ static const Broken broken[] = {
     {"abimajor", setup_abimajor, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-abimajor.so",
      "ABI major 2, host speaks 1", "constructor\n"},
     {"abiminor", setup_abiminor, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-abiminor.so",
-     "ABI minor 1 is newer than the host's 0", "constructor\n"},
+     "ABI minor 2 is newer than the host's 1", "constructor\n"},
     {"initfail", setup_initfail, PLEG_HOST_ERROR_PLUGIN_INIT, "libfixture-initfail.so",
      "init failed: out of widgets", "constructor\ninit\n"},
     {"startfail", setup_startfail, PLEG_HOST_ERROR_PLUGIN_START, "libfixture-startfail.so",
@@ -1192,6 +1192,186 @@ START_TEST(test_feature_gates_key_file)
 }
 END_TEST
 
+/* ---- gates declared by .plugin files (issue 9) ---- */
+
+/* The fixture "declared" brings ProbeGate (Alpha, off): registered from its file, it is off by
+ * default, set by [FeatureGates] or --feature-gates syntax, and then enables the plugin. */
+START_TEST(test_declared_gate)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *path = module_path(env->dir, "declared");
+    g_autoptr(GError) error = NULL;
+    PlegFeatureStage stage = PLEG_FEATURE_GA;
+    gboolean def = TRUE;
+    PlegPluginInfo *info;
+
+    install_fixture(env->dir, "declared");
+    ck_assert(!pleg_feature_gates_parse(env->gates, "ProbeGate=true", NULL));
+    ck_assert_msg(pleg_feature_gates_register_plugins(env->gates, env->dir, &error), "%s",
+                  error->message);
+    ck_assert(pleg_feature_gates_known(env->gates, "ProbeGate", &stage, &def));
+    ck_assert_int_eq(stage, PLEG_FEATURE_ALPHA);
+    ck_assert(!def);
+    /* Reading the declarations ran no plugin code. */
+    ck_assert_ptr_null(fixture_log(path));
+    ck_assert(!module_mapped(path));
+
+    ck_assert(load_gates(env->gates, "[FeatureGates]\nProbeGate=true\n", &error));
+    ck_assert(pleg_feature_gates_enabled(env->gates, "ProbeGate"));
+    env_start(env);
+    info = find_info(env->host, "declared");
+    ck_assert_msg(info->state == PLEG_PLUGIN_STATE_RUNNING, "%s",
+                  info->error ? info->error->message : pleg_plugin_state_to_string(info->state));
+    assert_host_runs(env);
+}
+END_TEST
+
+START_TEST(test_declared_gate_default_off)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *path = module_path(env->dir, "declared");
+    PlegPluginInfo *info;
+
+    install_fixture(env->dir, "declared");
+    ck_assert(pleg_feature_gates_register_plugins(env->gates, env->dir, NULL));
+    env_start(env);
+    info = find_info(env->host, "declared");
+    ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_DISABLED_GATE);
+    ck_assert_ptr_null(fixture_log(path));
+}
+END_TEST
+
+/* Gates the caller did not register: the plugin fails with a message that says what to do. */
+START_TEST(test_declared_gate_not_registered)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *path = module_path(env->dir, "declared");
+    g_autofree char *expected = NULL;
+    PlegPluginInfo *info;
+
+    install_fixture(env->dir, "declared");
+    env_start(env);
+    info = find_info(env->host, "declared");
+    ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_FAILED);
+    expected = g_strdup_printf(
+        "plugin declared (%s): %s/declared.plugin: declares feature gate ProbeGate, which the "
+        "host's gates do not have: pleg_feature_gates_register_plugins() must run before the "
+        "gates are parsed",
+        path, env->dir);
+    ck_assert_str_eq(info->error->message, expected);
+    ck_assert_ptr_null(fixture_log(path));
+    assert_host_runs(env);
+}
+END_TEST
+
+/* pleg_host_new() without gates registers the declared ones itself, at their defaults. */
+START_TEST(test_declared_gate_own_gates)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PlegHost) host = NULL;
+    PlegHostConfig config;
+
+    install_fixture(env->dir, "declared");
+    pleg_host_config_init(&config);
+    config.runtime = env->runtime;
+    config.plugin_dir = env->dir;
+    host = pleg_host_new(&config, NULL, env->context, &error);
+    ck_assert_msg(host != NULL, "%s", error ? error->message : "");
+    ck_assert(pleg_host_start(host, &error));
+    ck_assert_int_eq(find_info(host, "declared")->state, PLEG_PLUGIN_STATE_DISABLED_GATE);
+    pleg_host_stop(host);
+
+    /* A bad declaration then fails pleg_host_new(). */
+    write_plugin_file(env->dir, "bad.plugin",
+                      "[Plugin]\nName=bad\nModule=libbad.so\n[FeatureGate BadGate]\nStage=Alpha\n"
+                      "Default=maybe\n");
+    ck_assert_ptr_null(pleg_host_new(&config, NULL, env->context, &error));
+    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG));
+}
+END_TEST
+
+typedef struct {
+    const char *contents; /* of x.plugin; "@" marks where the error names the file */
+    const char *error;
+} BadDeclaration;
+
+static const BadDeclaration bad_declarations[] = {
+    {"[Plugin]\nName=x\n[FeatureGate EventedPLEG]\nStage=Alpha\nDefault=false\n",
+     "@: feature gate EventedPLEG is built in: @ may not redefine it"},
+    {"[Plugin]\nName=x\n[FeatureGate XGate]\nStage=alpha\nDefault=false\n",
+     "@: [FeatureGate XGate]: invalid Stage=alpha: want Stage=Alpha, Beta, GA or Deprecated"},
+    {"[Plugin]\nName=x\n[FeatureGate XGate]\nDefault=false\n",
+     "@: [FeatureGate XGate]: no Stage: want Stage=Alpha, Beta, GA or Deprecated"},
+    {"[Plugin]\nName=x\n[FeatureGate XGate]\nStage=Beta\nDefault=yes\n",
+     "@: [FeatureGate XGate]: invalid Default=yes: want Default=true or Default=false"},
+    {"[Plugin]\nName=x\n[FeatureGate XGate]\nStage=Beta\n",
+     "@: [FeatureGate XGate]: no Default: want Default=true or Default=false"},
+    {"[Plugin]\nName=x\n[FeatureGate XGate]\nStage=Beta\nDefault=true\nDefualt=false\n",
+     "@: [FeatureGate XGate]: unknown key Defualt (expected Stage and Default)"},
+    {"[Plugin]\nName=x\n[FeatureGate x-gate]\nStage=Beta\nDefault=true\n",
+     "@: invalid feature gate name \"x-gate\" declared by @: want an upper-case letter followed "
+     "by letters and digits"},
+    /* declared.plugin (read first) has ProbeGate as Alpha, off. */
+    {"[Plugin]\nName=x\n[FeatureGate ProbeGate]\nStage=Beta\nDefault=true\n",
+     "@: feature gate ProbeGate is declared differently: Alpha, default false by "
+     "%/declared.plugin; Beta, default true by @"},
+};
+
+START_TEST(test_declared_gate_errors)
+{
+    const BadDeclaration *bad = &bad_declarations[_i];
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *file = NULL;
+    g_auto(GStrv) parts = NULL;
+    g_autofree char *expected = NULL;
+    g_auto(GStrv) dir_parts = NULL;
+
+    install_fixture(env->dir, "declared");
+    write_plugin_file(env->dir, "x.plugin", bad->contents);
+    file = g_build_filename(env->dir, "x.plugin", NULL);
+    parts = g_strsplit(bad->error, "@", -1);
+    expected = g_strjoinv(file, parts);
+    dir_parts = g_strsplit(expected, "%", -1);
+    g_free(expected);
+    expected = g_strjoinv(env->dir, dir_parts);
+
+    ck_assert(!pleg_feature_gates_register_plugins(env->gates, env->dir, &error));
+    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG));
+    ck_assert_str_eq(error->message, expected);
+}
+END_TEST
+
+/* Two plugins may share a gate when they declare it alike; a plugin without a declaration may
+ * use a gate another one declares. */
+START_TEST(test_declared_gate_shared)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    PlegPluginInfo *info;
+
+    install_fixture(env->dir, "declared");
+    write_plugin_file(env->dir, "also.plugin",
+                      "[Plugin]\nName=also\nModule=libnothing.so\nFeatureGate=ProbeGate\n"
+                      "[FeatureGate ProbeGate]\nStage=Alpha\nDefault=false\n");
+    write_plugin_file(env->dir, "user.plugin",
+                      "[Plugin]\nName=user\nModule=libnothing.so\nFeatureGate=ProbeGate\n");
+    write_plugin_file(env->dir, "stray.plugin",
+                      "[Plugin]\nName=stray\nModule=libnothing.so\nFeatureGate=NobodysGate\n");
+    ck_assert_msg(pleg_feature_gates_register_plugins(env->gates, env->dir, &error), "%s",
+                  error->message);
+    env_start(env);
+    ck_assert_int_eq(find_info(env->host, "also")->state, PLEG_PLUGIN_STATE_DISABLED_GATE);
+    ck_assert_int_eq(find_info(env->host, "user")->state, PLEG_PLUGIN_STATE_DISABLED_GATE);
+    info = find_info(env->host, "stray");
+    ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_FAILED);
+    ck_assert(g_str_has_suffix(info->error->message,
+                               ": FeatureGate=NobodysGate is not a known feature gate: neither "
+                               "built in nor declared in a [FeatureGate NobodysGate] group"));
+}
+END_TEST
+
 START_TEST(test_restart)
 {
     g_autoptr(Env) env = env_new();
@@ -1238,6 +1418,12 @@ host_suite(void)
     tcase_add_test(tc, test_health_runtime_reachability);
     tcase_add_test(tc, test_bad_endpoint);
     tcase_add_test(tc, test_feature_gates_key_file);
+    tcase_add_test(tc, test_declared_gate);
+    tcase_add_test(tc, test_declared_gate_default_off);
+    tcase_add_test(tc, test_declared_gate_not_registered);
+    tcase_add_test(tc, test_declared_gate_own_gates);
+    tcase_add_loop_test(tc, test_declared_gate_errors, 0, G_N_ELEMENTS(bad_declarations));
+    tcase_add_test(tc, test_declared_gate_shared);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -447,6 +447,109 @@ START_TEST(test_errors_escape_input)
 }
 END_TEST
 
+/* Plugin-declared gates (issue 9): accepted like built-in ones once registered. */
+START_TEST(test_gates_register)
+{
+    g_autoptr(PlegFeatureGates) gates = pleg_feature_gates_new();
+    g_autoptr(GError) unknown = NULL, error = NULL;
+    PlegFeatureStage stage = PLEG_FEATURE_GA;
+    gboolean def = TRUE;
+
+    /* Unknown until registered. */
+    ck_assert(!pleg_feature_gates_parse(gates, "ProbeGate=true", &unknown));
+    ck_assert_str_eq(unknown->message, "unrecognized feature gate: ProbeGate");
+    ck_assert(!pleg_feature_gates_known(gates, "ProbeGate", NULL, NULL));
+
+    ck_assert(pleg_feature_gates_register(gates, "ProbeGate", PLEG_FEATURE_ALPHA, FALSE,
+                                          "probe.plugin", &error));
+    ck_assert(pleg_feature_gates_known(gates, "ProbeGate", &stage, &def));
+    ck_assert_int_eq(stage, PLEG_FEATURE_ALPHA);
+    ck_assert(!def);
+    ck_assert(!pleg_feature_gates_enabled(gates, "ProbeGate"));
+    ck_assert(!pleg_feature_gates_is_builtin("ProbeGate"));
+    ck_assert(pleg_feature_gates_is_builtin("EventedPLEG"));
+
+    ck_assert(pleg_feature_gates_parse(gates, "ProbeGate=true,EventedPLEG=true", NULL));
+    ck_assert(pleg_feature_gates_enabled(gates, "ProbeGate"));
+    ck_assert(pleg_feature_gates_enabled(gates, "EventedPLEG"));
+    ck_assert(pleg_feature_gates_set(gates, "ProbeGate", FALSE, NULL));
+    ck_assert(!pleg_feature_gates_enabled(gates, "ProbeGate"));
+
+    /* A default-on gate starts on; the same declaration twice is fine and keeps the value. */
+    ck_assert(pleg_feature_gates_register(gates, "OtherGate", PLEG_FEATURE_BETA, TRUE, "a", NULL));
+    ck_assert(pleg_feature_gates_enabled(gates, "OtherGate"));
+    ck_assert(pleg_feature_gates_set(gates, "OtherGate", FALSE, NULL));
+    ck_assert(pleg_feature_gates_register(gates, "OtherGate", PLEG_FEATURE_BETA, TRUE, "b", NULL));
+    ck_assert(!pleg_feature_gates_enabled(gates, "OtherGate"));
+
+    /* All or nothing holds for declared gates too. */
+    ck_assert(!pleg_feature_gates_parse(gates, "OtherGate=true,ProbeGate=maybe", NULL));
+    ck_assert(!pleg_feature_gates_enabled(gates, "OtherGate"));
+
+    /* Registered gates belong to their registry only. */
+    {
+        g_autoptr(PlegFeatureGates) fresh = pleg_feature_gates_new();
+
+        ck_assert(!pleg_feature_gates_known(fresh, "ProbeGate", NULL, NULL));
+        ck_assert(!pleg_feature_gates_set(fresh, "ProbeGate", TRUE, NULL));
+    }
+}
+END_TEST
+
+START_TEST(test_gates_register_errors)
+{
+    g_autoptr(PlegFeatureGates) gates = pleg_feature_gates_new();
+    g_autoptr(GError) builtin = NULL, conflict = NULL, name = NULL, empty = NULL, stage = NULL;
+
+    ck_assert(!pleg_feature_gates_register(gates, "SystemdWatchdog", PLEG_FEATURE_BETA, TRUE,
+                                           "x.plugin", &builtin));
+    ck_assert(g_error_matches(builtin, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE));
+    ck_assert_str_eq(builtin->message,
+                     "feature gate SystemdWatchdog is built in: x.plugin may not redefine it");
+
+    ck_assert(pleg_feature_gates_register(gates, "ProbeGate", PLEG_FEATURE_ALPHA, FALSE,
+                                          "a.plugin", NULL));
+    ck_assert(!pleg_feature_gates_register(gates, "ProbeGate", PLEG_FEATURE_BETA, FALSE,
+                                           "b.plugin", &conflict));
+    ck_assert(g_error_matches(conflict, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE));
+    ck_assert_str_eq(conflict->message,
+                     "feature gate ProbeGate is declared differently: Alpha, default false by "
+                     "a.plugin; Beta, default false by b.plugin");
+    /* The first declaration stays. */
+    ck_assert(!pleg_feature_gates_enabled(gates, "ProbeGate"));
+
+    ck_assert(!pleg_feature_gates_register(gates, "probe-gate", PLEG_FEATURE_ALPHA, FALSE,
+                                           "c.plugin", &name));
+    ck_assert_str_eq(name->message,
+                     "invalid feature gate name \"probe-gate\" declared by c.plugin: want an "
+                     "upper-case letter followed by letters and digits");
+    ck_assert(!pleg_feature_gates_register(gates, "", PLEG_FEATURE_ALPHA, FALSE, "d", &empty));
+    ck_assert(!pleg_feature_gates_register(gates, "StageGate", (PlegFeatureStage)17, FALSE, "e",
+                                           &stage));
+    ck_assert_str_eq(stage->message, "invalid stage 17 of feature gate StageGate declared by e");
+    ck_assert(!pleg_feature_gates_known(gates, "StageGate", NULL, NULL));
+}
+END_TEST
+
+START_TEST(test_feature_stage_names)
+{
+    static const char *const names[] = {"Alpha", "Beta", "GA", "Deprecated"};
+    PlegFeatureStage stage;
+
+    for (gsize i = 0; i < G_N_ELEMENTS(names); i++) {
+        ck_assert(pleg_feature_stage_from_string(names[i], &stage));
+        ck_assert_int_eq(stage, (PlegFeatureStage)i);
+        ck_assert_str_eq(pleg_feature_stage_to_string(stage), names[i]);
+    }
+    stage = PLEG_FEATURE_BETA;
+    ck_assert(!pleg_feature_stage_from_string("alpha", &stage));
+    ck_assert(!pleg_feature_stage_from_string("ALPHA", &stage));
+    ck_assert(!pleg_feature_stage_from_string("", &stage));
+    ck_assert_int_eq(stage, PLEG_FEATURE_BETA);
+    ck_assert_str_eq(pleg_feature_stage_to_string((PlegFeatureStage)42), "unknown");
+}
+END_TEST
+
 static Suite *
 util_suite(void)
 {
@@ -471,6 +574,9 @@ util_suite(void)
     tcase_add_test(gates, test_gates_parse);
     tcase_add_test(gates, test_gates_bool_spellings);
     tcase_add_test(gates, test_gates_errors);
+    tcase_add_test(gates, test_gates_register);
+    tcase_add_test(gates, test_gates_register_errors);
+    tcase_add_test(gates, test_feature_stage_names);
     suite_add_tcase(s, gates);
 
     tcase_add_loop_test(log_text, test_log_text, 0, G_N_ELEMENTS(log_texts));

@@ -6,6 +6,8 @@
  * broken socket, logs KEP-6247's records.
  */
 #include <glib/gstdio.h>
+#include <signal.h>
+#include <string.h>
 
 #include "cri-sim.h"
 #include "plegd-runner.h"
@@ -131,6 +133,69 @@ START_TEST(test_watchdog_diagnostics_records)
 }
 END_TEST
 
+/* Issue 14, "Done when": plegd under a watchdog of WatchdogSec=4s (WATCHDOG_USEC, and a
+ * NOTIFY_SOCKET this test reads, as systemd would) with a plugin whose health checker hangs on
+ * its third round.  With WatchdogStallDiagnostics on (a gate the watchdog plugin declares), the
+ * stall record naming the checker is on stderr before systemd's deadline, 4 s after the last
+ * heartbeat; then the test kills plegd as systemd would. */
+START_TEST(test_watchdog_stall_record_before_kill)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *notify_path = g_build_filename(env->dir, "notify.sock", NULL);
+    g_autoptr(GSocket) notify = bind_notify_socket(notify_path);
+    g_autofree char *notify_env = g_strdup_printf("NOTIFY_SOCKET=%s", notify_path);
+    const char *const env_vars[] = {notify_env, "WATCHDOG_USEC=4000000",
+                                    "PLEG_FIXTURE_HANG_AFTER=3", NULL};
+    g_autofree char *hang_dir = g_build_filename(env->dir, "plugins", NULL);
+    g_autofree char *module = g_build_filename(g_getenv("PLEG_FIXTURE_PLUGIN_BUILDDIR"),
+                                               "libfixture-hang.so", NULL);
+    g_autofree char *plugin_file = NULL;
+    g_autofree char *plugin_dir = NULL;
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autoptr(GString) received = g_string_new(NULL);
+    gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+    gint64 last_heartbeat = 0, seen_at;
+    g_autofree char *err = NULL;
+
+    ck_assert_int_eq(g_mkdir(hang_dir, 0755), 0);
+    plugin_file = g_strdup_printf("[Plugin]\nName=hang\nModule=%s\n", module);
+    g_free(write_file(hang_dir, "hang.plugin", plugin_file));
+    plugin_dir = g_strdup_printf("--plugin-dir=%s:%s", g_getenv("PLEG_WATCHDOG_PLUGIN_DIR"),
+                                 hang_dir);
+    plegd = plegd_runner_spawn(env_vars, env->endpoint_arg, "--metrics-bind-address=",
+                               plugin_dir, "--require-plugins=watchdog,hang",
+                               "--feature-gates=WatchdogStallDiagnostics=true");
+
+    /* Two rounds pass (heartbeats at 0 s and 2 s), the third hangs. */
+    while (count_lines(received->str, "WATCHDOG=1") < 2 && g_get_monotonic_time() < deadline) {
+        g_autofree char *more = receive_datagrams(notify, 100 * 1000);
+
+        if (strstr(more, "WATCHDOG=1"))
+            last_heartbeat = g_get_monotonic_time();
+        g_string_append(received, more);
+    }
+    ck_assert_msg(count_lines(received->str, "WATCHDOG=1") >= 2, "received:\n%s", received->str);
+
+    ck_assert(plegd_runner_wait_stderr(
+        plegd, "operation=watchdog_stall checker=hang duration="));
+    seen_at = g_get_monotonic_time();
+    /* systemd would kill plegd 4 s after the last heartbeat; the record came before. */
+    ck_assert_msg(seen_at - last_heartbeat < 4 * G_USEC_PER_SEC,
+                  "the stall record came %" G_GINT64_FORMAT " ms after the last heartbeat",
+                  (seen_at - last_heartbeat) / 1000);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(strstr(err, " watchdog_interval=2s result=stalled"), "%s", err);
+    /* And no heartbeat since: the tick still waits for the checker. */
+    g_string_append_len(received, "", 0);
+    {
+        g_autofree char *more = receive_datagrams(notify, 100 * 1000);
+
+        ck_assert_msg(!strstr(more, "WATCHDOG=1"), "a heartbeat while the checker hung");
+    }
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGKILL), 128 + SIGKILL);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -143,6 +208,7 @@ main(void)
     tcase_add_test(tc, test_evented_reports_exit);
     tcase_add_test(tc, test_watchdog_heartbeats);
     tcase_add_test(tc, test_watchdog_diagnostics_records);
+    tcase_add_test(tc, test_watchdog_stall_record_before_kill);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

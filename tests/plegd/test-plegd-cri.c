@@ -394,8 +394,10 @@ START_TEST(test_plugins_leave_events_unchanged)
     g_free(write_file(plugin_dir, "broken.plugin", "[Plugin]\nName=broken\nModule=libbroken.so\n"));
     g_free(write_file(plugin_dir, "libbroken.so", "this is not a shared object\n"));
 
+    /* hello's own gate, declared in hello.plugin, is off by default. */
     plegd = plegd_runner_spawn(NULL, fixture.endpoint_arg, plugin_dir_arg, "--relist-period=100ms",
-                               "--metrics-bind-address=127.0.0.1:0");
+                               "--metrics-bind-address=127.0.0.1:0",
+                               "--feature-gates=HelloPlugin=true");
     base = plegd_runner_wait_metrics_url(plegd);
     assert_stderr_shows(plegd, "plugin hello: running");
     assert_stderr_shows(plegd, "plugin broken: failed: ");

@@ -380,6 +380,50 @@ START_TEST(test_config_file)
 }
 END_TEST
 
+/* A gate that a plugin declares (hello.plugin: HelloPlugin, Alpha, off) is accepted in
+ * [FeatureGates] when the plugin directory comes from the same file: plegd reads the [plegd]
+ * group, registers the declared gates of that directory, then applies the gates. */
+START_TEST(test_config_file_declared_gate)
+{
+    g_autofree char *contents = NULL;
+    g_autofree char *arg = NULL;
+    g_autofree char *err = NULL;
+    g_autoptr(PlegdRunner) plegd = NULL;
+
+    add_hello_plugin(cfg.plugin_dir);
+    contents = g_strdup_printf("[plegd]\n"
+                               "container-runtime-endpoint=%s\n"
+                               "relist-period=100ms\n"
+                               "metrics-bind-address=127.0.0.1:0\n"
+                               "plugin-dir=%s\n"
+                               "[FeatureGates]\n"
+                               "HelloPlugin=true\n",
+                               cfg.endpoint, cfg.plugin_dir);
+    arg = config_arg(contents);
+    plegd = plegd_runner_spawn(NULL, arg, "--require-plugins=hello");
+    assert_stderr_shows(plegd, "plugin hello: running");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    g_clear_pointer(&plegd, plegd_runner_free);
+
+    /* Without a plugin directory that declares it, the same gate is unknown. */
+    g_free(contents);
+    g_free(arg);
+    contents = g_strdup_printf("[plegd]\n"
+                               "container-runtime-endpoint=%s\n"
+                               "plugin-dir=\n"
+                               "[FeatureGates]\n"
+                               "HelloPlugin=true\n",
+                               cfg.endpoint);
+    g_free(cfg.config_path);
+    cfg.config_path = write_file(cfg.dir, "undeclared.conf", contents);
+    arg = g_strconcat("--config=", cfg.config_path, NULL);
+    plegd = plegd_runner_spawn(NULL, arg);
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 2);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(strstr(err, "unrecognized feature gate: HelloPlugin"), "%s", err);
+}
+END_TEST
+
 START_TEST(test_config_file_flags_win)
 {
     g_autofree char *contents = NULL;
@@ -450,14 +494,17 @@ END_TEST
 
 /* ---- plugin directories ---- */
 
-/* plegd without a runtime, with the fixture's plugin directory and @extra_arg (nullable). */
+/* plegd without a runtime, with the fixture's plugin directory (which holds hello) and
+ * @extra_arg (nullable).  hello's own gate HelloPlugin, declared in hello.plugin, is off by
+ * default: the flag that turns it on is accepted only because plegd read that declaration. */
 static PlegdRunner *
 spawn_with_plugins(const char *extra_arg)
 {
     g_autofree char *endpoint_arg = g_strconcat("--container-runtime-endpoint=", cfg.endpoint, NULL);
     g_autofree char *plugin_dir_arg = g_strconcat("--plugin-dir=", cfg.plugin_dir, NULL);
     const char *args[] = {endpoint_arg, plugin_dir_arg, "--relist-period=100ms",
-                          "--metrics-bind-address=127.0.0.1:0", extra_arg, NULL};
+                          "--metrics-bind-address=127.0.0.1:0", "--feature-gates=HelloPlugin=true",
+                          extra_arg, NULL};
 
     return plegd_runner_spawn_full(NULL, -1, args);
 }
@@ -783,6 +830,7 @@ plegd_suite(void)
     tcase_add_checked_fixture(tc, config_setup, config_teardown);
     tcase_add_test(tc, test_disabled_and_required);
     tcase_add_test(tc, test_config_file);
+    tcase_add_test(tc, test_config_file_declared_gate);
     tcase_add_test(tc, test_config_file_flags_win);
     tcase_add_loop_test(tc, test_config_file_bad, 0, G_N_ELEMENTS(bad_configs));
     tcase_add_test(tc, test_config_duplicate_key);

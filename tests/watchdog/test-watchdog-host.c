@@ -123,6 +123,12 @@ START_TEST(test_slow_start_keeps_heartbeat)
     g_setenv("NOTIFY_SOCKET", listener.path, TRUE);
     g_setenv("WATCHDOG_USEC", "2000000", TRUE);
     g_unsetenv("WATCHDOG_PID");
+    /* watchdog.plugin declares WatchdogStallDiagnostics: registered before any gate is set. */
+    ck_assert_msg(pleg_feature_gates_register_plugins(gates, g_getenv("PLEG_WATCHDOG_PLUGIN_DIR"),
+                                                      &error),
+                  "%s", error->message);
+    ck_assert(pleg_feature_gates_known(gates, "WatchdogStallDiagnostics", NULL, NULL));
+    ck_assert(!pleg_feature_gates_enabled(gates, "WatchdogStallDiagnostics"));
     ck_assert(pleg_feature_gates_set(gates, PLEG_FEATURE_KUBELET_WATCHDOG_DIAGNOSTICS, TRUE, NULL));
 
     fake_runtime_add_sandbox(fake, "sandbox-1", "pod-1", PLEG_POD_SANDBOX_STATE_READY);

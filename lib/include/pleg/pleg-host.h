@@ -112,20 +112,47 @@ void pleg_host_config_init(PlegHostConfig *config);
 gboolean pleg_feature_gates_load_key_file(PlegFeatureGates *gates, GKeyFile *key_file,
                                           GError **error);
 
+/**
+ * pleg_feature_gates_register_plugins:
+ * @gates: the gates to add to.
+ * @plugin_dir: (nullable): the plugin search path, as #PlegHostConfig.plugin_dir: directories
+ *   separated by ':'; %NULL is the build-time default, "" registers nothing.
+ * @error: %PLEG_HOST_ERROR_CONFIG naming the `.plugin` file and the group: a bad or missing
+ *   `Stage=` (Alpha, Beta, GA, Deprecated) or `Default=` (true, false), an unknown key, a gate
+ *   name that is not CamelCase, a built-in gate redefined, or a gate declared differently by two
+ *   files (both named).
+ *
+ * Registers every gate that the `*.plugin` files of @plugin_dir declare in a
+ * `[FeatureGate <Name>]` group, with pleg_feature_gates_register().  It reads only the key
+ * files: no module is opened and no plugin code runs.  A file that is not a readable key file is
+ * skipped here (the loader reports it).  Call it before the gates are parsed from flags or a
+ * `[FeatureGates]` group, so that a plugin's gate is accepted there, and pass the same
+ * @plugin_dir to pleg_host_new(): the loader fails a plugin whose declarations the gates do not
+ * hold.  pleg_host_new() with %NULL gates does this itself.  On failure @gates may hold the
+ * declarations read before the failing one.
+ *
+ * Thread safety: as pleg_feature_gates_register().
+ */
+gboolean pleg_feature_gates_register_plugins(PlegFeatureGates *gates, const char *plugin_dir,
+                                             GError **error);
+
 typedef struct _PlegHost PlegHost;
 
 /**
  * pleg_host_new:
  * @config: the configuration.
- * @gates: (transfer none): feature gates, copied by reference: the host reads them; the
- *   caller keeps them alive and unchanged while the host lives.
+ * @gates: (transfer none) (nullable): feature gates, copied by reference: the host reads them;
+ *   the caller keeps them alive and unchanged while the host lives.  They must hold the gates the
+ *   plugins declare (pleg_feature_gates_register_plugins() with the same plugin_dir).  %NULL:
+ *   the host's own gates, built-in and declared ones at their defaults.
  * @context: (nullable): the caller's context: event callbacks and relist callbacks run there;
  *   %NULL is the caller's thread-default context.
  *
  * Creates the CRI client (no connection yet), the metrics registry and the Generic PLEG.
  * Nothing runs until pleg_host_start().
  *
- * Returns: (transfer full): the host, or %NULL with @error set (bad endpoint).
+ * Returns: (transfer full): the host, or %NULL with @error set (bad endpoint; with %NULL
+ *   @gates, a bad gate declaration).
  */
 PlegHost *pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates,
                         GMainContext *context, GError **error);

@@ -38,7 +38,7 @@
 G_BEGIN_DECLS
 
 #define PLEG_PLUGIN_ABI_MAJOR 1
-#define PLEG_PLUGIN_ABI_MINOR 0
+#define PLEG_PLUGIN_ABI_MINOR 1
 
 /** PLEG_PLUGIN_DESCRIPTOR_SYMBOL: the one symbol a plugin exports. */
 #define PLEG_PLUGIN_DESCRIPTOR_SYMBOL "pleg_plugin_descriptor"
@@ -119,6 +119,17 @@ typedef struct _PlegContainerEventStream PlegContainerEventStream;
 typedef gboolean (*PlegHealthCheckFunc)(gpointer user_data, GError **error);
 
 /**
+ * PlegHealthProgressFunc:
+ * @checker: (transfer none): the name of the checker about to run; valid during the call.
+ * @user_data: as passed to check_health_progress.
+ *
+ * Called by check_health_progress in the calling thread just before each checker runs (ABI
+ * 1.1), so that a caller can tell which checker a round that has not returned is in.  Must not
+ * block or call back into the host's health services.
+ */
+typedef void (*PlegHealthProgressFunc)(const char *checker, gpointer user_data);
+
+/**
  * PlegHostServices:
  * @size: sizeof (PlegHostServices) as compiled into the host; a plugin built against a newer
  *   minor checks @size before using a slot added later.
@@ -152,6 +163,12 @@ typedef gboolean (*PlegHealthCheckFunc)(gpointer user_data, GError **error);
  * @container_events_cancel: from any thread: a blocked read returns CANCELLED promptly.
  * @container_events_free: cancels if needed and frees.  NULL-safe.
  * @container_event_free: frees a #PlegContainerEvent.  NULL-safe.
+ * @check_health_progress: (ABI 1.1) like @check_health, calling @progress (nullable) with
+ *   @progress_data before each checker runs.  A plugin built against 1.1 checks
+ *   `abi_minor >= 1` before using it.
+ * @check_health_progress: (ABI 1.1) like @check_health, calling @progress (nullable) with
+ *   @progress_data before each checker runs.  A plugin built against 1.1 checks
+ *   `abi_minor >= 1` before using it.
  *
  * The host's services, a versioned table of function pointers (PipeWire SPA's `support[]`):
  * nothing in the ABI is a global symbol.
@@ -188,9 +205,11 @@ typedef struct {
     void (*container_events_cancel)(PlegContainerEventStream *stream);
     void (*container_events_free)(PlegContainerEventStream *stream);
     void (*container_event_free)(PlegContainerEvent *event);
-
+    gboolean (*check_health_progress)(PlegPluginHost *host, PlegHealthProgressFunc progress,
+                                      gpointer progress_data, char **ret_checker,
+                                      GError **error);
     /*< private >*/
-    gpointer reserved[24];
+    gpointer reserved[23];
 } PlegHostServices;
 
 /**

@@ -37,14 +37,37 @@ char *pleg_time_format_rfc3339(gint64 unix_ns);
 
 /**
  * PlegFeatureStage:
+ * @PLEG_FEATURE_ALPHA: "Alpha".
+ * @PLEG_FEATURE_BETA: "Beta".
+ * @PLEG_FEATURE_GA: "GA".
+ * @PLEG_FEATURE_DEPRECATED: "Deprecated".
  *
- * Maturity of a feature gate, as Kubernetes names it.
+ * Maturity of a feature gate, as Kubernetes names it (k8s.io/component-base/featuregate).
  */
 typedef enum {
     PLEG_FEATURE_ALPHA,
     PLEG_FEATURE_BETA,
     PLEG_FEATURE_GA,
+    PLEG_FEATURE_DEPRECATED,
 } PlegFeatureStage;
+
+/**
+ * pleg_feature_stage_to_string:
+ * @stage: a stage.
+ *
+ * Returns: (transfer none): kubelet's spelling, "Alpha", "Beta", "GA" or "Deprecated";
+ *   "unknown" for a value outside the enum.  Any thread.
+ */
+const char *pleg_feature_stage_to_string(PlegFeatureStage stage);
+
+/**
+ * pleg_feature_stage_from_string:
+ * @text: "Alpha", "Beta", "GA" or "Deprecated", exactly (case matters, as in kubelet).
+ * @ret_stage: (out) (optional): the stage; untouched on failure.
+ *
+ * Returns: whether @text names a stage.  Any thread.
+ */
+gboolean pleg_feature_stage_from_string(const char *text, PlegFeatureStage *ret_stage);
 
 /* Names of the gates libpleg knows, spelled as kubelet spells them. */
 #define PLEG_FEATURE_EVENTED_PLEG "EventedPLEG"
@@ -57,12 +80,17 @@ typedef struct _PlegFeatureGates PlegFeatureGates;
 /**
  * pleg_feature_gates_new:
  *
- * A registry holding every known gate at its default: EventedPLEG (alpha, off),
- * SystemdWatchdog (beta, on), KubeletWatchdogDiagnostics (alpha, off).
+ * A registry holding every built-in gate at its default: EventedPLEG (alpha, off),
+ * SystemdWatchdog (beta, on), KubeletWatchdogDiagnostics (alpha, off).  Gates that plugins
+ * declare join with pleg_feature_gates_register() (or pleg_feature_gates_register_plugins() in
+ * pleg-host.h), which must come before the gates are parsed from flags or a configuration file.
  *
- * Returns: (transfer full): the gates.  Reads are thread-safe once configuration is done.
+ * Returns: (transfer full): the gates.  Thread safety: configure (register, parse, set) from one
+ *   thread; once configuration is done, reads are safe from any thread.
  */
 PlegFeatureGates *pleg_feature_gates_new(void);
+
+/** pleg_feature_gates_free: NULL-safe. */
 void pleg_feature_gates_free(PlegFeatureGates *gates);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegFeatureGates, pleg_feature_gates_free)
 
@@ -96,7 +124,7 @@ gboolean pleg_feature_gates_enabled(const PlegFeatureGates *gates, const char *n
  * @ret_stage: (out) (optional): the gate's stage.
  * @ret_default: (out) (optional): the gate's default.
  *
- * Returns: whether @name is a known gate.
+ * Returns: whether @name is a known gate: built in, or registered in @gates.
  */
 gboolean pleg_feature_gates_known(const PlegFeatureGates *gates, const char *name,
                                   PlegFeatureStage *ret_stage, gboolean *ret_default);
@@ -123,5 +151,36 @@ gboolean pleg_feature_gates_known(const PlegFeatureGates *gates, const char *nam
  * Thread safety: callable from any thread.
  */
 char *pleg_log_text(const char *text, gssize length, gsize max_bytes);
+/**
+ * pleg_feature_gates_register:
+ * @gates: the gates to add to.
+ * @name: the gate's name: an upper-case ASCII letter, then letters and digits ("ProbeGate").
+ * @stage: its stage.
+ * @default_enabled: its value until something sets it.
+ * @origin: (nullable): who declares it, for messages (a `.plugin` file's path); copied.
+ * @error: %G_OPTION_ERROR_BAD_VALUE when @name is not a gate name, names a built-in gate (a
+ *   plugin may not redefine EventedPLEG, SystemdWatchdog or KubeletWatchdogDiagnostics), or was
+ *   registered before with another stage or default (the message names both origins).
+ *
+ * Adds a gate that a plugin declares, at its default.  Registering the same name again with the
+ * same stage and default changes nothing and succeeds (two plugins may share a gate), whatever
+ * value the gate has by then.  A registered gate is then accepted by pleg_feature_gates_parse(),
+ * pleg_feature_gates_set() and pleg_feature_gates_load_key_file() like a built-in one.
+ *
+ * Thread safety: like the other configuration calls, not concurrently with any use of @gates.
+ *
+ * Returns: %TRUE when the gate is registered.
+ */
+gboolean pleg_feature_gates_register(PlegFeatureGates *gates, const char *name,
+                                     PlegFeatureStage stage, gboolean default_enabled,
+                                     const char *origin, GError **error);
+
+/**
+ * pleg_feature_gates_is_builtin:
+ * @name: (nullable): a gate name.
+ *
+ * Returns: whether @name is one of libpleg's built-in gates.  Any thread.
+ */
+gboolean pleg_feature_gates_is_builtin(const char *name);
 
 G_END_DECLS
