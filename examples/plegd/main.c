@@ -36,6 +36,8 @@ typedef enum {
     SETTING_PLUGIN_DIR,
     SETTING_DISABLE_PLUGINS,
     SETTING_REQUIRE_PLUGINS,
+    SETTING_EVENTS_RING_SIZE,
+    SETTING_EVENTS_MAX_CLIENTS,
     N_SETTINGS,
 } SettingId;
 
@@ -48,6 +50,8 @@ static const char *const setting_names[N_SETTINGS] = {
     [SETTING_PLUGIN_DIR] = "plugin-dir",
     [SETTING_DISABLE_PLUGINS] = "disable-plugins",
     [SETTING_REQUIRE_PLUGINS] = "require-plugins",
+    [SETTING_EVENTS_RING_SIZE] = "events-ring-size",
+    [SETTING_EVENTS_MAX_CLIENTS] = "events-max-clients",
 };
 
 #define CONFIG_GROUP       "plegd"
@@ -69,6 +73,8 @@ typedef struct {
     char *plugin_dir; /* NULL: the build-time default */
     GStrv disabled_plugins;
     GStrv required_plugins;
+    guint events_ring_size;
+    guint events_max_clients;
     gboolean version;
     /* Test hooks (hidden options), 0: the default. */
     gint64 http_idle_timeout_usec;
@@ -94,6 +100,7 @@ typedef struct {
     PlegHost *host;
     PlegdRelistMonitor *monitor;
     PlegdOutput *output;
+    PlegdEvents *events;
     gboolean output_failed;
     gboolean stopping;
 } App;
@@ -178,6 +185,23 @@ parse_period(const Settings *settings, SettingId id, const char *fallback, gint6
     if (usec <= 0)
         return bad_setting(error, settings, id, "must be at least 1µs");
     *ret_usec = usec;
+    return TRUE;
+}
+
+static gboolean
+parse_count(const Settings *settings, SettingId id, guint fallback, guint min, guint max,
+            guint *ret_value, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    guint64 value;
+
+    if (!settings->values[id]) {
+        *ret_value = fallback;
+        return TRUE;
+    }
+    if (!g_ascii_string_to_unsigned(settings->values[id], 10, min, max, &value, &local_error))
+        return bad_setting(error, settings, id, local_error->message);
+    *ret_value = (guint)value;
     return TRUE;
 }
 
@@ -306,7 +330,7 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
          "PLEG health threshold (default " DEFAULT_RELIST_THRESHOLD ")", "DURATION"},
         {"metrics-bind-address", 0, 0, G_OPTION_ARG_STRING,
          &settings.values[SETTING_METRICS_ADDRESS],
-         "Serve /metrics and /healthz here; \"\" disables, port 0 picks a free port "
+         "Serve /metrics, /healthz and /events here; \"\" disables, port 0 picks a free port "
          "(default " DEFAULT_METRICS_BIND_ADDRESS ")",
          "IP:PORT"},
         {"feature-gates", 0, 0, G_OPTION_ARG_STRING, &feature_gates,
@@ -317,6 +341,16 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
          "Do not load these plugins", "NAME,..."},
         {"require-plugins", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_REQUIRE_PLUGINS],
          "Exit when one of these plugins does not start", "NAME,..."},
+        {"events-ring-size", 0, 0, G_OPTION_ARG_STRING,
+         &settings.values[SETTING_EVENTS_RING_SIZE],
+         "Events kept for GET /events?since=SEQ; a client lagging further is disconnected "
+         "(default " G_STRINGIFY(PLEGD_EVENTS_DEFAULT_RING_SIZE) ")",
+         "N"},
+        {"events-max-clients", 0, 0, G_OPTION_ARG_STRING,
+         &settings.values[SETTING_EVENTS_MAX_CLIENTS],
+         "GET /events streams served at once, apart from the 64 other connections (default " G_STRINGIFY(
+             PLEGD_EVENTS_DEFAULT_MAX_CLIENTS) ")",
+         "N"},
         {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
         /* Test hooks: limits that tests cannot wait for or fill at their defaults. */
         {"http-idle-timeout", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &http_idle_timeout,
@@ -394,6 +428,13 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
         }
     }
 
+    if (!parse_count(&settings, SETTING_EVENTS_RING_SIZE, PLEGD_EVENTS_DEFAULT_RING_SIZE,
+                     PLEGD_EVENTS_MIN_RING_SIZE, PLEGD_EVENTS_MAX_RING_SIZE,
+                     &parsed.events_ring_size, error) ||
+        !parse_count(&settings, SETTING_EVENTS_MAX_CLIENTS, PLEGD_EVENTS_DEFAULT_MAX_CLIENTS, 1,
+                     PLEGD_EVENTS_MAX_MAX_CLIENTS, &parsed.events_max_clients, error))
+        return FALSE;
+
     if (http_idle_timeout &&
         (!pleg_duration_parse(http_idle_timeout, &parsed.http_idle_timeout_usec, &local_error) ||
          parsed.http_idle_timeout_usec <= 0)) {
@@ -434,7 +475,8 @@ on_event(PlegPodLifecycleEvent *event, gpointer user_data)
     if (app->output_failed)
         return;
 
-    line = plegd_event_to_json(event);
+    /* The seq is given once: stdout and every /events client see the same one. */
+    line = plegd_events_publish(app->events, event);
     if (plegd_output_write_line(app->output, line, &error))
         return;
 
@@ -545,6 +587,7 @@ run(const Options *options)
     g_autoptr(PlegHost) host = NULL;
     g_autoptr(PlegdHttp) http = NULL;
     g_autoptr(PlegdOutput) output = NULL;
+    g_autoptr(PlegdEvents) events = NULL;
     g_autofree char *period = NULL;
     PlegHostConfig config;
     GSource *sigint_source = NULL;
@@ -574,10 +617,15 @@ run(const Options *options)
         return EXIT_BAD_FLAG;
     }
 
+    events = plegd_events_new(options->events_ring_size, options->events_max_clients,
+                              pleg_host_get_metrics(host));
+    if (options->http_idle_timeout_usec > 0)
+        plegd_events_set_cutoff_grace(events, options->http_idle_timeout_usec);
     if (options->metrics_address) {
         g_autofree char *url = NULL;
 
         http = plegd_http_new(host);
+        plegd_http_set_events(http, events);
         if (options->http_idle_timeout_usec > 0)
             plegd_http_set_idle_timeout(http, options->http_idle_timeout_usec);
         if (!plegd_http_listen(http, options->metrics_address, &url, &error)) {
@@ -600,6 +648,7 @@ run(const Options *options)
                                                           : PLEGD_OUTPUT_MAX_BACKLOG,
                               NULL, on_output_error, &app);
     app.output = output;
+    app.events = events;
 
     pleg_host_add_event_callback(host, on_event, &app, NULL);
     pleg_host_set_relist_callback(host, on_relist, &app, NULL);
@@ -639,6 +688,7 @@ run(const Options *options)
     }
     g_clear_pointer(&output, plegd_output_free);
     g_clear_pointer(&http, plegd_http_free);
+    g_clear_pointer(&events, plegd_events_free);
     g_clear_pointer(&host, pleg_host_free);
     g_main_context_release(NULL);
     g_info("stopped");
