@@ -7,6 +7,7 @@
  * off.  Everything runs in the main context of the HTTP server.
  */
 #include <json-glib/json-glib.h>
+#include <sys/socket.h>
 
 #include "plegd.h"
 
@@ -493,6 +494,9 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
     sub->events = events;
     sub->msg = g_object_ref(msg);
     sub->socket = socket ? g_object_ref(socket) : NULL;
+    if (sub->socket && !g_socket_set_option(sub->socket, SOL_SOCKET, SO_SNDBUF,
+                                            PLEGD_EVENTS_SOCKET_SNDBUF, &error))
+        g_debug("cannot set SO_SNDBUF of an /events connection: %s, ignoring", error->message);
     sub->next_seq = has_since ? since + 1 : plegd_event_ring_get_next_seq(events->ring);
     events->subscribers = g_list_prepend(events->subscribers, sub);
     sub->link = events->subscribers;

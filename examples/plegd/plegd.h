@@ -257,6 +257,9 @@ gboolean plegd_event_ring_check_since(PlegdEventRing *ring, guint64 since, GErro
 
 #define PLEGD_EVENTS_DEFAULT_MAX_CLIENTS 128
 #define PLEGD_EVENTS_MAX_MAX_CLIENTS     4096
+/* SO_SNDBUF of a stream's socket (the kernel doubles it): bounds what a stalled client holds in
+ * the kernel, and how far behind a client may get before the ring is all that keeps its events. */
+#define PLEGD_EVENTS_SOCKET_SNDBUF (128 * 1024)
 /* A chunk written to a client gathers event lines up to this many bytes. */
 #define PLEGD_EVENTS_CHUNK_BYTES (16 * 1024)
 
