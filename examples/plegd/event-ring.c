@@ -14,9 +14,10 @@ struct _PlegdEventRing {
 PlegdEventRing *
 plegd_event_ring_new(guint capacity)
 {
-    PlegdEventRing *ring = g_new0(PlegdEventRing, 1);
+    PlegdEventRing *ring;
 
-    g_return_val_if_fail(capacity >= PLEGD_EVENTS_MIN_RING_SIZE, NULL);
+    g_return_val_if_fail(capacity >= 1, NULL);
+    ring = g_new0(PlegdEventRing, 1);
     ring->capacity = capacity;
     ring->slots = g_new0(GBytes *, capacity);
     ring->oldest = 1;

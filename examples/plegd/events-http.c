@@ -17,6 +17,7 @@
 
 /* Label values of plegd_events_clients_disconnected_total and plegd_events_refused_total. */
 #define REASON_SLOW_CONSUMER    "slow_consumer"
+#define REASON_SHUTTING_DOWN    "shutting_down"
 #define REASON_GONE             "gone"
 #define REASON_TOO_MANY_CLIENTS "too_many_clients"
 
@@ -27,6 +28,7 @@ typedef struct _Subscriber Subscriber;
 
 struct _PlegdEvents {
     PlegdEventRing *ring;
+    char *instance; /* a random UUID: seqs of another plegd process are not ours */
     guint max_clients;
     gint64 cutoff_grace_usec;
     GMainContext *context;
@@ -165,28 +167,34 @@ log_cutoff(PlegdEvents *events, guint64 missed_seq)
     events->last_cutoff_log_usec = now;
 }
 
-/* The client's next unsent line was dropped from the ring: it would miss an event. */
+/* Ends the stream with a last line saying why; the client has the grace period to read it. */
 static void
-cut_off(Subscriber *sub)
+end_with_error(Subscriber *sub, const char *reason, const char *message)
 {
     PlegdEvents *events = sub->events;
-    const char *const labels[] = {REASON_SLOW_CONSUMER};
-    guint capacity = plegd_event_ring_get_capacity(events->ring);
-    g_autofree char *message = g_strdup_printf(
-        "slow consumer: seq %" G_GUINT64_FORMAT " left the ring (%u events) before it was sent",
-        sub->next_seq, capacity);
-    g_autofree char *json =
-        error_json(message, REASON_SLOW_CONSUMER, "next_seq", sub->next_seq, NULL, 0);
+    const char *const labels[] = {reason};
+    g_autofree char *json = error_json(message, reason, "next_seq", sub->next_seq, NULL, 0);
     char *line = g_strconcat(json, "\n", NULL);
 
     pleg_metric_inc(events->disconnected, labels);
-    log_cutoff(events, sub->next_seq);
     soup_message_body_append(soup_server_message_get_response_body(sub->msg), SOUP_MEMORY_TAKE,
                              line, strlen(line));
     end_stream(sub);
     sub->grace = g_timeout_source_new((guint)MAX(1, sub->events->cutoff_grace_usec / 1000));
     g_source_set_callback(sub->grace, on_grace_over, sub, NULL);
     g_source_attach(sub->grace, events->context);
+}
+
+/* The client's next unsent line was dropped from the ring: it would miss an event. */
+static void
+cut_off(Subscriber *sub)
+{
+    g_autofree char *message = g_strdup_printf(
+        "slow consumer: seq %" G_GUINT64_FORMAT " left the ring (%u events) before it was sent",
+        sub->next_seq, plegd_event_ring_get_capacity(sub->events->ring));
+
+    log_cutoff(sub->events, sub->next_seq);
+    end_with_error(sub, REASON_SLOW_CONSUMER, message);
 }
 
 /* Hands libsoup the next chunk of lines, when it wrote the previous one. */
@@ -309,10 +317,12 @@ plegd_events_new(guint ring_size, guint max_clients, PlegMetricsRegistry *metric
     static const char *const reason_label[] = {"reason", NULL};
     PlegdEvents *events = g_new0(PlegdEvents, 1);
     const char *const slow[] = {REASON_SLOW_CONSUMER};
+    const char *const shutting_down[] = {REASON_SHUTTING_DOWN};
     const char *const gone[] = {REASON_GONE};
     const char *const too_many[] = {REASON_TOO_MANY_CLIENTS};
 
     events->ring = plegd_event_ring_new(ring_size);
+    events->instance = g_uuid_string_random();
     events->max_clients = max_clients;
     events->cutoff_grace_usec = PLEGD_HTTP_IDLE_TIMEOUT_USEC;
     events->context = g_main_context_ref_thread_default();
@@ -331,6 +341,7 @@ plegd_events_new(guint ring_size, guint max_clients, PlegMetricsRegistry *metric
                                              NULL, 0);
     /* Every series from the start, so that rate() sees the first increase. */
     pleg_metric_add(events->disconnected, slow, 0);
+    pleg_metric_add(events->disconnected, shutting_down, 0);
     pleg_metric_add(events->refused, gone, 0);
     pleg_metric_add(events->refused, too_many, 0);
     pleg_metric_set(events->clients, NULL, 0);
@@ -352,7 +363,25 @@ plegd_events_free(PlegdEvents *events)
     destroy_source(&events->flush);
     g_main_context_unref(events->context);
     plegd_event_ring_free(events->ring);
+    g_free(events->instance);
     g_free(events);
+}
+
+void
+plegd_events_end_all(PlegdEvents *events)
+{
+    for (GList *l = events->subscribers; l; l = l->next) {
+        Subscriber *sub = l->data;
+
+        if (!sub->ending)
+            end_with_error(sub, REASON_SHUTTING_DOWN, "plegd is shutting down");
+    }
+}
+
+const char *
+plegd_events_get_instance(PlegdEvents *events)
+{
+    return events->instance;
 }
 
 void
@@ -406,22 +435,30 @@ respond(SoupServerMessage *msg, guint status, const char *content_type, char *bo
 }
 
 static gboolean
-parse_query(GHashTable *query, gboolean *ret_has_since, guint64 *ret_since, GError **error)
+parse_query(GHashTable *query, gboolean *ret_has_since, guint64 *ret_since,
+            const char **ret_instance, GError **error)
 {
     GHashTableIter iter;
     const char *name;
     const char *value;
 
     *ret_has_since = FALSE;
+    *ret_instance = NULL;
     if (!query)
         return TRUE;
     g_hash_table_iter_init(&iter, query);
     while (g_hash_table_iter_next(&iter, (gpointer *)&name, (gpointer *)&value)) {
         g_autoptr(GError) local_error = NULL;
 
+        if (g_str_equal(name, "instance")) {
+            *ret_instance = value;
+            continue;
+        }
         if (!g_str_equal(name, "since")) {
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "unknown query parameter \"%s\" (/events takes since=SEQ)", name);
+                        "unknown query parameter \"%s\" (/events takes since=SEQ and "
+                        "instance=ID)",
+                        name);
             return FALSE;
         }
         if (!g_ascii_string_to_unsigned(value, 10, 0, G_MAXINT64, ret_since, &local_error)) {
@@ -443,16 +480,23 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
     g_autoptr(GError) error = NULL;
     SoupMessageHeaders *headers = soup_server_message_get_response_headers(msg);
     gboolean head = g_str_equal(soup_server_message_get_method(msg), SOUP_METHOD_HEAD);
+    const char *instance;
     gboolean has_since;
     guint64 since = 0;
     Subscriber *sub;
 
-    if (!parse_query(query, &has_since, &since, &error)) {
+    soup_message_headers_replace(headers, "Plegd-Instance", events->instance);
+    if (!parse_query(query, &has_since, &since, &instance, &error)) {
         respond(msg, SOUP_STATUS_BAD_REQUEST, TEXT_CONTENT_TYPE,
                 g_strconcat(error->message, "\n", NULL));
         return FALSE;
     }
-    if (has_since && !plegd_event_ring_check_since(events->ring, since, &error)) {
+    if (instance && !g_str_equal(instance, events->instance))
+        g_set_error(&error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                    "instance %s is not this plegd (%s): plegd restarted, its seqs start again "
+                    "at 1; relist, then follow /events",
+                    instance, events->instance);
+    if (error || (has_since && !plegd_event_ring_check_since(events->ring, since, &error))) {
         const char *const labels[] = {REASON_GONE};
         guint64 next = plegd_event_ring_get_next_seq(events->ring);
         g_autofree char *json =

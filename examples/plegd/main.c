@@ -24,6 +24,8 @@
 
 /* On SIGTERM, how long events already generated may take to reach a slow reader of stdout. */
 #define STOP_FLUSH_TIMEOUT_USEC (1 * G_USEC_PER_SEC)
+/* On SIGTERM, how long /events clients may take to read their last line. */
+#define STREAMS_END_TIMEOUT_USEC (200 * 1000)
 
 /* Settings that the command line and the [plegd] group of --config share; a key of the group
  * is the long flag without its dashes, with the same syntax. */
@@ -576,6 +578,32 @@ log_plugins(PlegHost *host)
         g_debug("no plugins found");
 }
 
+static gboolean
+on_tick(gpointer user_data)
+{
+    return G_SOURCE_CONTINUE;
+}
+
+/* Streams end with a line that says why, and the end of the chunked body, for clients that
+ * keep up; plegd waits STREAMS_END_TIMEOUT_USEC at most. */
+static void
+end_streams(PlegdEvents *events)
+{
+    gint64 deadline = g_get_monotonic_time() + STREAMS_END_TIMEOUT_USEC;
+    GSource *tick;
+
+    plegd_events_end_all(events);
+    if (plegd_events_get_n_clients(events) == 0)
+        return;
+    /* Wakes the loop below to look at the clock. */
+    tick = g_timeout_source_new(10);
+    g_source_set_callback(tick, on_tick, NULL, NULL);
+    g_source_attach(tick, NULL);
+    while (plegd_events_get_n_clients(events) > 0 && g_get_monotonic_time() < deadline)
+        g_main_context_iteration(NULL, TRUE);
+    destroy_source(&tick);
+}
+
 /* ---- the program ---- */
 
 static int
@@ -681,6 +709,7 @@ run(const Options *options)
      * memory until dispatched. */
     while (g_main_context_iteration(NULL, FALSE))
         ;
+    end_streams(events);
     if (!app.output_failed && !plegd_output_flush(output, STOP_FLUSH_TIMEOUT_USEC)) {
         g_autofree char *size = g_format_size(plegd_output_get_backlog(output));
 

@@ -201,14 +201,18 @@ gboolean plegd_relist_monitor_is_ready(PlegdRelistMonitor *monitor);
 /* event-ring.c: the last event lines, by seq, for GET /events?since=SEQ. */
 
 #define PLEGD_EVENTS_DEFAULT_RING_SIZE 10000
-#define PLEGD_EVENTS_MIN_RING_SIZE     1
-#define PLEGD_EVENTS_MAX_RING_SIZE     10000000
+/* --events-ring-size's bounds.  plegd takes the events queued for it (up to its channel's
+ * capacity, 1000) in one go, before any client is written to: a smaller ring would cut off
+ * clients that keep up. */
+#define PLEGD_EVENTS_MIN_RING_SIZE PLEG_DEFAULT_EVENT_CHANNEL_CAPACITY
+#define PLEGD_EVENTS_MAX_RING_SIZE 10000000
 
 typedef struct _PlegdEventRing PlegdEventRing;
 
 /**
  * plegd_event_ring_new:
- * @capacity: lines kept, %PLEGD_EVENTS_MIN_RING_SIZE to %PLEGD_EVENTS_MAX_RING_SIZE.
+ * @capacity: lines kept, at least 1 (plegd's flag takes %PLEGD_EVENTS_MIN_RING_SIZE to
+ *   %PLEGD_EVENTS_MAX_RING_SIZE).
  *
  * An empty ring whose first line gets seq 1.  Not thread-safe: one thread uses it.
  */
@@ -280,6 +284,22 @@ void plegd_events_free(PlegdEvents *events);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdEvents, plegd_events_free)
 
 /**
+ * plegd_events_end_all:
+ *
+ * Ends every stream with a last line {"error":"plegd is shutting down","reason":"shutting_down",
+ * "next_seq":N}; libsoup writes it while the main context runs.
+ */
+void plegd_events_end_all(PlegdEvents *events);
+
+/**
+ * plegd_events_get_instance:
+ *
+ * Returns: (transfer none): this process's random instance id (a UUID), sent as the
+ *   Plegd-Instance header; a request with instance=ID of another process answers 410.
+ */
+const char *plegd_events_get_instance(PlegdEvents *events);
+
+/**
  * plegd_events_set_cutoff_grace:
  * @grace_usec: how long a client cut off as a slow consumer has to read what was queued for it
  *   (its last events and the error line) before its connection is closed regardless; default
@@ -307,9 +327,10 @@ guint plegd_events_get_n_clients(PlegdEvents *events);
  *   ends the stream, and a client cut off is closed through it.  libsoup does not know it
  *   for connections handed to it as streams.
  *
- * Answers 400 for a bad `since`, 410 (JSON with oldest_seq and newest_seq) when the events
- * after `since` are no longer kept, 503 when %max_clients streams are served; else 200 with a
- * stream of lines (HEAD: the headers only).
+ * Answers 400 for a bad `since` or an unknown parameter, 410 (JSON with oldest_seq and
+ * newest_seq) when the events after `since` are no longer kept or `instance` names another
+ * plegd process, 503 when %max_clients streams are served; else 200 with a stream of lines
+ * (HEAD: the headers only).  Every answer carries the Plegd-Instance header.
  *
  * Returns: whether @msg became a stream, which ends when the client goes away or is cut off
  *   (the message finishes then).

@@ -119,6 +119,7 @@ add_pods(guint n_pods)
 
 typedef struct {
     GSocket *socket;
+    char *head;        /* the answer's status line and headers */
     GString *raw;      /* received and not decoded yet */
     GString *body;     /* decoded body, complete lines removed */
     GPtrArray *lines;  /* char *, without newline */
@@ -134,6 +135,7 @@ client_free(Client *client)
     if (!client)
         return;
     g_object_unref(client->socket);
+    g_free(client->head);
     g_string_free(client->raw, TRUE);
     g_string_free(client->body, TRUE);
     g_ptr_array_unref(client->lines);
@@ -182,6 +184,7 @@ decode(Client *client)
             ck_assert_msg(strstr(client->raw->str, "Transfer-Encoding: chunked\r\n") &&
                               strstr(client->raw->str, "Content-Type: application/x-ndjson"),
                           "%s", client->raw->str);
+        client->head = g_strndup(client->raw->str, end + 2 - client->raw->str);
         g_string_erase(client->raw, 0, end + 4 - client->raw->str);
         client->head_done = TRUE;
     }
@@ -291,6 +294,18 @@ assert_consecutive(Client *client, guint from, guint n, guint64 first_seq)
         ck_assert_msg(line_seq(line) == first_seq + i, "line %u is %s, expected seq %" G_GUINT64_FORMAT,
                       from + i, line, first_seq + i);
     }
+}
+
+/* The value of @name in the answer's headers. */
+static char *
+client_get_header(Client *client, const char *name)
+{
+    g_autofree char *needle = g_strconcat("\r\n", name, ": ", NULL);
+    const char *start = strstr(client->head, needle);
+
+    ck_assert_msg(start, "no %s header in:\n%s", name, client->head);
+    start += strlen(needle);
+    return g_strndup(start, strcspn(start, "\r"));
 }
 
 static JsonObject *
@@ -416,10 +431,15 @@ START_TEST(test_resume_after_disconnect)
     g_autoptr(Client) first = NULL;
     g_autoptr(Client) again = NULL;
     g_autoptr(Client) all = NULL;
+    g_autoptr(Client) other = NULL;
+    g_autofree char *instance = NULL;
+    g_autofree char *query = NULL;
 
     start_plegd(NULL, NULL);
     first = client_open(NULL, 0);
     client_wait_head(first, 200);
+    instance = client_get_header(first, "Plegd-Instance");
+    ck_assert_uint_eq(strlen(instance), 36);
     add_pods(10);
     client_wait_lines(first, 20);
     assert_consecutive(first, 0, 20, 1);
@@ -430,7 +450,8 @@ START_TEST(test_resume_after_disconnect)
     add_pods(15);
     wait_metric("plegd_events_last_seq", 50);
 
-    again = client_open("?since=20", 0);
+    query = g_strdup_printf("?since=20&instance=%s", instance);
+    again = client_open(query, 0);
     client_wait_head(again, 200);
     client_wait_lines(again, 30);
     assert_consecutive(again, 0, 30, 21);
@@ -441,6 +462,12 @@ START_TEST(test_resume_after_disconnect)
     add_pods(1);
     client_wait_lines(again, 42);
     assert_consecutive(again, 0, 42, 21);
+
+    /* The seqs of another plegd process: 410, whatever the seq. */
+    other = client_open("?since=20&instance=0b9e5a52-0000-4000-8000-000000000000", 0);
+    client_wait_eof(other);
+    ck_assert_uint_eq(other->status, 410);
+    ck_assert_msg(strstr(other->raw->str, "plegd restarted"), "%s", other->raw->str);
 
     /* since=0: everything since plegd started. */
     all = client_open("?since=0", 0);
@@ -571,6 +598,28 @@ START_TEST(test_bad_requests)
 }
 END_TEST
 
+/* SIGTERM ends each stream with a line saying so. */
+START_TEST(test_shutdown_line)
+{
+    g_autoptr(Client) client = NULL;
+    g_autoptr(JsonObject) last = NULL;
+
+    start_plegd(NULL, NULL);
+    client = client_open(NULL, 0);
+    client_wait_head(client, 200);
+    add_pods(2);
+    client_wait_lines(client, 4);
+    ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
+    client_wait_eof(client);
+    ck_assert_uint_eq(client->lines->len, 5);
+    assert_consecutive(client, 0, 4, 1);
+    last = parse_object(client->lines->pdata[4]);
+    ck_assert_str_eq(json_object_get_string_member(last, "reason"), "shutting_down");
+    ck_assert_int_eq(json_object_get_int_member(last, "next_seq"), 5);
+    ck_assert(client->body_done);
+}
+END_TEST
+
 static char *
 read_line_from(GDataInputStream *stream)
 {
@@ -657,6 +706,7 @@ plegd_events_suite(void)
     tcase_add_test(tc, test_storm_many_clients);
     tcase_add_test(tc, test_stream_outlives_idle_timeout);
     tcase_add_test(tc, test_bad_requests);
+    tcase_add_test(tc, test_shutdown_line);
     tcase_add_test(tc, test_curl);
     suite_add_tcase(suite, tc);
     return suite;
