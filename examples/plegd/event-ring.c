@@ -6,9 +6,9 @@
 
 struct _PlegdEventRing {
     guint capacity;
-    GBytes **slots;    /* seq s lives in slots[(s - 1) % capacity] */
-    guint64 oldest;    /* seq of the oldest line kept; == next when empty */
-    guint64 next;      /* seq the next line gets */
+    GBytes **slots; /* seq s lives in slots[(s - 1) % capacity] */
+    guint64 oldest; /* seq of the oldest line kept; == next when empty */
+    guint64 next;   /* seq the next line gets */
 };
 
 PlegdEventRing *

@@ -230,8 +230,7 @@ flush_subscriber(Subscriber *sub)
         gsize len;
         guint8 *data = g_byte_array_steal(chunk, &len);
 
-        soup_message_body_append_take(soup_server_message_get_response_body(sub->msg), data,
-                                      len);
+        soup_message_body_append_take(soup_server_message_get_response_body(sub->msg), data, len);
     }
     sub->in_flight = TRUE;
     soup_server_message_unpause(sub->msg);
@@ -267,8 +266,8 @@ on_socket_readable(GSocket *socket, GIOCondition condition, gpointer data)
     while (drained < DRAIN_BYTES) {
         g_autoptr(GError) error = NULL;
         char buffer[4096];
-        gssize n = g_socket_receive_with_blocking(socket, buffer, sizeof buffer, FALSE, NULL,
-                                                  &error);
+        gssize n =
+            g_socket_receive_with_blocking(socket, buffer, sizeof buffer, FALSE, NULL, &error);
 
         if (n < 0 && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
             return G_SOURCE_CONTINUE;
@@ -336,9 +335,9 @@ plegd_events_new(guint ring_size, guint max_clients, PlegMetricsRegistry *metric
         "/events requests refused: gone (410, ?since= older than the ring), too_many_clients "
         "(503).",
         reason_label, NULL, 0);
-    events->last_seq = pleg_metrics_register(metrics, PLEG_METRIC_GAUGE, "plegd_events_last_seq",
-                                             "The seq of the newest event (0: none yet).", NULL,
-                                             NULL, 0);
+    events->last_seq =
+        pleg_metrics_register(metrics, PLEG_METRIC_GAUGE, "plegd_events_last_seq",
+                              "The seq of the newest event (0: none yet).", NULL, NULL, 0);
     /* Every series from the start, so that rate() sees the first increase. */
     pleg_metric_add(events->disconnected, slow, 0);
     pleg_metric_add(events->disconnected, shutting_down, 0);
@@ -463,8 +462,8 @@ parse_query(GHashTable *query, gboolean *ret_has_since, guint64 *ret_since,
         }
         if (!g_ascii_string_to_unsigned(value, 10, 0, G_MAXINT64, ret_since, &local_error)) {
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid since \"%s\": %s (expected the seq of the last event seen)",
-                        value, local_error->message);
+                        "invalid since \"%s\": %s (expected the seq of the last event seen)", value,
+                        local_error->message);
             return FALSE;
         }
         *ret_has_since = TRUE;

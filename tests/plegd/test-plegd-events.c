@@ -64,8 +64,12 @@ teardown(void)
 static void
 start_plegd_full(gboolean capture_stdout, const char *arg1, const char *arg2)
 {
-    const char *args[] = {fixture.endpoint_arg, "--relist-period=100ms",
-                          "--metrics-bind-address=127.0.0.1:0", arg1, arg2, NULL};
+    const char *args[] = {fixture.endpoint_arg,
+                          "--relist-period=100ms",
+                          "--metrics-bind-address=127.0.0.1:0",
+                          arg1,
+                          arg2,
+                          NULL};
     const char *colon;
     int out_fd = -1;
 
@@ -119,10 +123,10 @@ add_pods(guint n_pods)
 
 typedef struct {
     GSocket *socket;
-    char *head;        /* the answer's status line and headers */
-    GString *raw;      /* received and not decoded yet */
-    GString *body;     /* decoded body, complete lines removed */
-    GPtrArray *lines;  /* char *, without newline */
+    char *head;       /* the answer's status line and headers */
+    GString *raw;     /* received and not decoded yet */
+    GString *body;    /* decoded body, complete lines removed */
+    GPtrArray *lines; /* char *, without newline */
     guint status;
     gboolean head_done;
     gboolean body_done; /* the last chunk came */
@@ -151,8 +155,8 @@ client_open(const char *query, int rcvbuf)
     g_autoptr(GInetAddress) loopback = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
     g_autoptr(GSocketAddress) address = g_inet_socket_address_new(loopback, fixture.port);
     g_autoptr(GError) error = NULL;
-    g_autofree char *request = g_strdup_printf(
-        "GET /events%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", query ? query : "");
+    g_autofree char *request =
+        g_strdup_printf("GET /events%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", query ? query : "");
     Client *client = g_new0(Client, 1);
 
     client->socket =
@@ -291,8 +295,9 @@ assert_consecutive(Client *client, guint from, guint n, guint64 first_seq)
     for (guint i = 0; i < n; i++) {
         const char *line = client->lines->pdata[from + i];
 
-        ck_assert_msg(line_seq(line) == first_seq + i, "line %u is %s, expected seq %" G_GUINT64_FORMAT,
-                      from + i, line, first_seq + i);
+        ck_assert_msg(line_seq(line) == first_seq + i,
+                      "line %u is %s, expected seq %" G_GUINT64_FORMAT, from + i, line,
+                      first_seq + i);
     }
 }
 
@@ -355,7 +360,8 @@ START_TEST(test_two_clients_one_paused)
     ck_assert_uint_ge(g_strv_length(stdout_lines), 1000);
     for (guint i = 0; i < 1000; i++)
         ck_assert_str_eq(stdout_lines[i], reader->lines->pdata[i]);
-    ck_assert_double_eq(get_metric("plegd_events_clients_disconnected_total{reason=\"slow_consumer\"}"), 0);
+    ck_assert_double_eq(
+        get_metric("plegd_events_clients_disconnected_total{reason=\"slow_consumer\"}"), 0);
 }
 END_TEST
 
@@ -396,9 +402,9 @@ START_TEST(test_slow_consumer_cut_off)
     ck_assert_uint_ge(stalled->lines->len, 2);
     last = parse_object(stalled->lines->pdata[stalled->lines->len - 1]);
     ck_assert_str_eq(json_object_get_string_member(last, "reason"), "slow_consumer");
-    ck_assert_msg(g_str_has_prefix(json_object_get_string_member(last, "error"),
-                                   "slow consumer: seq "),
-                  "%s", json_object_get_string_member(last, "error"));
+    ck_assert_msg(
+        g_str_has_prefix(json_object_get_string_member(last, "error"), "slow consumer: seq "), "%s",
+        json_object_get_string_member(last, "error"));
     assert_consecutive(stalled, 0, stalled->lines->len - 1, 1);
     last_seq = line_seq(stalled->lines->pdata[stalled->lines->len - 2]);
     ck_assert_uint_eq((guint64)json_object_get_int_member(last, "next_seq"), last_seq + 1);
@@ -476,7 +482,7 @@ START_TEST(test_resume_after_disconnect)
 }
 END_TEST
 
-#define N_CLIENTS 100
+#define N_CLIENTS    100
 #define N_STORM_PODS 2500 /* 5000 events */
 /* RSS growth allowed over the storm.  Copies of every line per client would be 100 x 5000 x
  * ~170 bytes = 85 MB; the ring holds one copy (~1 MB), each client at most one chunk of 16 KiB,
@@ -530,7 +536,8 @@ START_TEST(test_storm_many_clients)
     ck_assert_msg(rss_after < rss_before + STORM_RSS_GROWTH_MAX_KIB,
                   "RSS grew from %" G_GUINT64_FORMAT " to %" G_GUINT64_FORMAT " KiB", rss_before,
                   rss_after);
-    ck_assert_double_eq(get_metric("plegd_events_clients_disconnected_total{reason=\"slow_consumer\"}"), 0);
+    ck_assert_double_eq(
+        get_metric("plegd_events_clients_disconnected_total{reason=\"slow_consumer\"}"), 0);
 }
 END_TEST
 
