@@ -15,6 +15,7 @@ packages=(
     # tests
     check valgrind prometheus
     systemd # systemd-analyze verify, for the installed plegd.service
+    curl jq # the plegd-events test runs README's `curl -sN .../events | jq` consumer
     # a real runtime for tests/integration and the demo; busybox and a static libc build its image
     containerd runc busybox-static libc6-dev
 )

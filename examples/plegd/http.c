@@ -26,6 +26,7 @@ struct _PlegdHttp {
     GMainContext *context; /* NULL until listening */
     PlegHost *host;
     PlegMetricsRegistry *metrics;
+    PlegdEvents *events; /* NULL: no /events */
     gint64 idle_timeout_usec;
 
     /* The remote address handed to libsoup with each connection (it gives the same object back
@@ -47,6 +48,7 @@ struct _Connection {
     gint64 last_active_usec;
     gboolean busy;      /* from a request's headers to its answer */
     gboolean closing;   /* shut down, or lingering */
+    gboolean streaming; /* answering /events: neither idle nor in the connection pool */
     goffset body_bytes; /* of the current request, when its length is not announced */
 
     GIOStream *stolen; /* taken from libsoup to answer a refused request ourselves */
@@ -349,8 +351,8 @@ count_connections(PlegdHttp *http, Connection **ret_lingering, Connection **ret_
     while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&conn)) {
         if (conn->stolen)
             lingering = conn;
-        else if (conn->closing)
-            continue; /* libsoup closes it any moment */
+        else if (conn->closing || conn->streaming)
+            continue; /* libsoup closes it any moment; streams have a cap of their own */
         else if (!conn->busy && (!oldest || conn->last_active_usec < oldest->last_active_usec))
             oldest = conn;
         n++;
@@ -534,15 +536,31 @@ handle_healthz(PlegdHttp *http, SoupServerMessage *msg)
         respond(msg, SOUP_STATUS_OK, TEXT_CONTENT_TYPE, g_strdup("ok"));
 }
 
+/* A stream is not idle: its connection leaves the idle timeout and the connection pool. */
+static void
+handle_events(PlegdHttp *http, SoupServerMessage *msg)
+{
+    Connection *conn = lookup_connection(http, msg);
+
+    GSocket *socket = conn ? g_socket_connection_get_socket(conn->connection) : NULL;
+
+    if (plegd_events_serve(http->events, msg, socket) && conn) {
+        conn->streaming = TRUE;
+        g_source_set_ready_time(conn->timer, -1);
+    }
+}
+
 typedef void (*RouteFunc)(PlegdHttp *http, SoupServerMessage *msg);
 
 static RouteFunc
-lookup_route(const char *path)
+lookup_route(PlegdHttp *http, const char *path)
 {
     if (g_str_equal(path, "/metrics"))
         return handle_metrics;
     if (g_str_equal(path, "/healthz"))
         return handle_healthz;
+    if (http->events && g_str_equal(path, "/events"))
+        return handle_events;
     return NULL;
 }
 
@@ -560,7 +578,7 @@ handle_request(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
     const char *method = soup_server_message_get_method(msg);
     RouteFunc handler;
 
-    handler = lookup_route(path);
+    handler = lookup_route(http, path);
     if (!handler) {
         respond(msg, SOUP_STATUS_NOT_FOUND, TEXT_CONTENT_TYPE, g_strdup("404 page not found\n"));
         return;
@@ -622,7 +640,7 @@ handle_early(SoupServer *server, SoupServerMessage *msg, const char *path, GHash
         break;
     }
 
-    if (!lookup_route(path))
+    if (!lookup_route(http, path))
         status = SOUP_STATUS_NOT_FOUND;
     else if (!is_allowed(soup_server_message_get_method(msg)))
         status = SOUP_STATUS_METHOD_NOT_ALLOWED;
@@ -645,6 +663,7 @@ on_request_done(SoupServer *server, SoupServerMessage *msg, gpointer user_data)
 
     if (conn && !conn->closing) {
         conn->busy = FALSE;
+        conn->streaming = FALSE;
         touch(conn);
     }
 }
@@ -669,6 +688,12 @@ plegd_http_new(PlegHost *host)
     http->listener = g_socket_listener_new();
     http->cancellable = g_cancellable_new();
     return http;
+}
+
+void
+plegd_http_set_events(PlegdHttp *http, PlegdEvents *events)
+{
+    http->events = events;
 }
 
 void

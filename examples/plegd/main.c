@@ -24,6 +24,8 @@
 
 /* On SIGTERM, how long events already generated may take to reach a slow reader of stdout. */
 #define STOP_FLUSH_TIMEOUT_USEC (1 * G_USEC_PER_SEC)
+/* On SIGTERM, how long /events clients may take to read their last line. */
+#define STREAMS_END_TIMEOUT_USEC (200 * 1000)
 
 /* Settings that the command line and the [plegd] group of --config share; a key of the group
  * is the long flag without its dashes, with the same syntax. */
@@ -36,6 +38,8 @@ typedef enum {
     SETTING_PLUGIN_DIR,
     SETTING_DISABLE_PLUGINS,
     SETTING_REQUIRE_PLUGINS,
+    SETTING_EVENTS_RING_SIZE,
+    SETTING_EVENTS_MAX_CLIENTS,
     N_SETTINGS,
 } SettingId;
 
@@ -48,6 +52,8 @@ static const char *const setting_names[N_SETTINGS] = {
     [SETTING_PLUGIN_DIR] = "plugin-dir",
     [SETTING_DISABLE_PLUGINS] = "disable-plugins",
     [SETTING_REQUIRE_PLUGINS] = "require-plugins",
+    [SETTING_EVENTS_RING_SIZE] = "events-ring-size",
+    [SETTING_EVENTS_MAX_CLIENTS] = "events-max-clients",
 };
 
 #define CONFIG_GROUP       "plegd"
@@ -70,6 +76,8 @@ typedef struct {
     char *plugin_dir_origin; /* for the log: "--plugin-dir" or "[plegd] of FILE" */
     GStrv disabled_plugins;
     GStrv required_plugins;
+    guint events_ring_size;
+    guint events_max_clients;
     gboolean version;
     /* Test hooks (hidden options), 0: the default. */
     gint64 http_idle_timeout_usec;
@@ -96,6 +104,7 @@ typedef struct {
     PlegHost *host;
     PlegdRelistMonitor *monitor;
     PlegdOutput *output;
+    PlegdEvents *events;
     gboolean output_failed;
     gboolean stopping;
 } App;
@@ -190,6 +199,23 @@ parse_period(const Settings *settings, SettingId id, const char *fallback, gint6
     if (usec <= 0)
         return bad_setting(error, settings, id, "must be at least 1µs");
     *ret_usec = usec;
+    return TRUE;
+}
+
+static gboolean
+parse_count(const Settings *settings, SettingId id, guint fallback, guint min, guint max,
+            guint *ret_value, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    guint64 value;
+
+    if (!settings->values[id]) {
+        *ret_value = fallback;
+        return TRUE;
+    }
+    if (!g_ascii_string_to_unsigned(settings->values[id], 10, min, max, &value, &local_error))
+        return bad_setting(error, settings, id, local_error->message);
+    *ret_value = (guint)value;
     return TRUE;
 }
 
@@ -411,7 +437,7 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
          "PLEG health threshold (default " DEFAULT_RELIST_THRESHOLD ")", "DURATION"},
         {"metrics-bind-address", 0, 0, G_OPTION_ARG_STRING,
          &settings.values[SETTING_METRICS_ADDRESS],
-         "Serve /metrics and /healthz here; \"\" disables, port 0 picks a free port "
+         "Serve /metrics, /healthz and /events here; \"\" disables, port 0 picks a free port "
          "(default " DEFAULT_METRICS_BIND_ADDRESS ")",
          "IP:PORT"},
         {"feature-gates", 0, 0, G_OPTION_ARG_STRING, &feature_gates,
@@ -422,6 +448,16 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
          "Do not load these plugins", "NAME,..."},
         {"require-plugins", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_REQUIRE_PLUGINS],
          "Exit when one of these plugins does not start", "NAME,..."},
+        {"events-ring-size", 0, 0, G_OPTION_ARG_STRING,
+         &settings.values[SETTING_EVENTS_RING_SIZE],
+         "Events kept for GET /events?since=SEQ; a client lagging further is disconnected "
+         "(default " G_STRINGIFY(PLEGD_EVENTS_DEFAULT_RING_SIZE) ")",
+         "N"},
+        {"events-max-clients", 0, 0, G_OPTION_ARG_STRING,
+         &settings.values[SETTING_EVENTS_MAX_CLIENTS],
+         "GET /events streams served at once, apart from the 64 other connections (default " G_STRINGIFY(
+             PLEGD_EVENTS_DEFAULT_MAX_CLIENTS) ")",
+         "N"},
         {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
         /* Test hooks: limits that tests cannot wait for or fill at their defaults. */
         {"http-idle-timeout", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &http_idle_timeout,
@@ -505,6 +541,13 @@ parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
         }
     }
 
+    if (!parse_count(&settings, SETTING_EVENTS_RING_SIZE, PLEGD_EVENTS_DEFAULT_RING_SIZE,
+                     PLEGD_EVENTS_MIN_RING_SIZE, PLEGD_EVENTS_MAX_RING_SIZE,
+                     &parsed.events_ring_size, error) ||
+        !parse_count(&settings, SETTING_EVENTS_MAX_CLIENTS, PLEGD_EVENTS_DEFAULT_MAX_CLIENTS, 1,
+                     PLEGD_EVENTS_MAX_MAX_CLIENTS, &parsed.events_max_clients, error))
+        return FALSE;
+
     if (http_idle_timeout &&
         (!pleg_duration_parse(http_idle_timeout, &parsed.http_idle_timeout_usec, &local_error) ||
          parsed.http_idle_timeout_usec <= 0)) {
@@ -551,7 +594,8 @@ on_event(PlegPodLifecycleEvent *event, gpointer user_data)
     if (app->output_failed)
         return;
 
-    line = plegd_event_to_json(event);
+    /* The seq is given once: stdout and every /events client see the same one. */
+    line = plegd_events_publish(app->events, event);
     if (plegd_output_write_line(app->output, line, &error))
         return;
 
@@ -680,6 +724,32 @@ log_plugins(PlegHost *host, const char *plugin_dir, const char *origin)
         plegd_log_warning("no plugins loaded from %s", shown_dir);
 }
 
+static gboolean
+on_tick(gpointer user_data)
+{
+    return G_SOURCE_CONTINUE;
+}
+
+/* Streams end with a line that says why, and the end of the chunked body, for clients that
+ * keep up; plegd waits STREAMS_END_TIMEOUT_USEC at most. */
+static void
+end_streams(PlegdEvents *events)
+{
+    gint64 deadline = g_get_monotonic_time() + STREAMS_END_TIMEOUT_USEC;
+    GSource *tick;
+
+    plegd_events_end_all(events);
+    if (plegd_events_get_n_clients(events) == 0)
+        return;
+    /* Wakes the loop below to look at the clock. */
+    tick = g_timeout_source_new(10);
+    g_source_set_callback(tick, on_tick, NULL, NULL);
+    g_source_attach(tick, NULL);
+    while (plegd_events_get_n_clients(events) > 0 && g_get_monotonic_time() < deadline)
+        g_main_context_iteration(NULL, TRUE);
+    destroy_source(&tick);
+}
+
 /* ---- the program ---- */
 
 static int
@@ -691,6 +761,7 @@ run(const Options *options)
     g_autoptr(PlegHost) host = NULL;
     g_autoptr(PlegdHttp) http = NULL;
     g_autoptr(PlegdOutput) output = NULL;
+    g_autoptr(PlegdEvents) events = NULL;
     g_autofree char *period = NULL;
     g_autofree char *shown_endpoint = NULL;
     PlegHostConfig config;
@@ -734,10 +805,15 @@ run(const Options *options)
         return EXIT_BAD_FLAG;
     }
 
+    events = plegd_events_new(options->events_ring_size, options->events_max_clients,
+                              pleg_host_get_metrics(host));
+    if (options->http_idle_timeout_usec > 0)
+        plegd_events_set_cutoff_grace(events, options->http_idle_timeout_usec);
     if (options->metrics_address) {
         g_autofree char *url = NULL;
 
         http = plegd_http_new(host);
+        plegd_http_set_events(http, events);
         if (options->http_idle_timeout_usec > 0)
             plegd_http_set_idle_timeout(http, options->http_idle_timeout_usec);
         if (!plegd_http_listen(http, options->metrics_address, &url, &error)) {
@@ -760,6 +836,7 @@ run(const Options *options)
                                                           : PLEGD_OUTPUT_MAX_BACKLOG,
                               NULL, on_output_error, &app);
     app.output = output;
+    app.events = events;
 
     pleg_host_add_event_callback(host, on_event, &app, NULL);
     pleg_host_set_relist_callback(host, on_relist, &app, NULL);
@@ -793,6 +870,7 @@ run(const Options *options)
      * memory until dispatched. */
     while (g_main_context_iteration(NULL, FALSE))
         ;
+    end_streams(events);
     if (!app.output_failed && !plegd_output_flush(output, STOP_FLUSH_TIMEOUT_USEC)) {
         g_autofree char *size = g_format_size(plegd_output_get_backlog(output));
 
@@ -800,6 +878,7 @@ run(const Options *options)
     }
     g_clear_pointer(&output, plegd_output_free);
     g_clear_pointer(&http, plegd_http_free);
+    g_clear_pointer(&events, plegd_events_free);
     g_clear_pointer(&host, pleg_host_free);
     g_main_context_release(NULL);
     g_info("stopped");

@@ -21,14 +21,20 @@ add_time(JsonBuilder *builder, const char *name, gint64 unix_ns)
     add_string(builder, name, text);
 }
 
-char *
-plegd_event_to_json(const PlegPodLifecycleEvent *event)
+/* @seq 0: none. */
+static char *
+event_to_json(const PlegPodLifecycleEvent *event, guint64 seq)
 {
     g_autoptr(JsonBuilder) builder = json_builder_new();
     g_autoptr(JsonGenerator) generator = json_generator_new();
     g_autoptr(JsonNode) root = NULL;
 
     json_builder_begin_object(builder);
+    if (seq > 0) {
+        json_builder_set_member_name(builder, "seq");
+        /* JSON-GLib's integers are gint64: 2^63 events are out of reach. */
+        json_builder_add_int_value(builder, (gint64)seq);
+    }
     add_time(builder, "time", event->time_ns);
     add_string(builder, "pod_uid", event->pod_uid);
     add_string(builder, "type", pleg_pod_lifecycle_event_type_to_string(event->type));
@@ -49,6 +55,19 @@ plegd_event_to_json(const PlegPodLifecycleEvent *event)
     root = json_builder_get_root(builder);
     json_generator_set_root(generator, root);
     return json_generator_to_data(generator, NULL);
+}
+
+char *
+plegd_event_to_json(const PlegPodLifecycleEvent *event)
+{
+    return event_to_json(event, 0);
+}
+
+char *
+plegd_event_to_json_with_seq(const PlegPodLifecycleEvent *event, guint64 seq)
+{
+    g_return_val_if_fail(seq > 0, NULL);
+    return event_to_json(event, seq);
 }
 
 /* ---- the writer thread ---- */

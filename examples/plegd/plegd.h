@@ -6,6 +6,7 @@
 #pragma once
 
 #include <gio/gio.h>
+#include <libsoup/soup.h>
 #include <pleg/pleg.h>
 #include <pleg/pleg-host.h>
 
@@ -19,6 +20,14 @@ G_BEGIN_DECLS
  * Returns: (transfer full): @event as a one-line JSON object, without the trailing newline.
  */
 char *plegd_event_to_json(const PlegPodLifecycleEvent *event);
+
+/**
+ * plegd_event_to_json_with_seq:
+ * @seq: the event's place in plegd's stream (1, 2, ...), the first member of the object.
+ *
+ * Returns: (transfer full): like plegd_event_to_json(), with `"seq":@seq` in front.
+ */
+char *plegd_event_to_json_with_seq(const PlegPodLifecycleEvent *event, guint64 seq);
 
 /* Bytes of event lines that may wait for a stalled reader of stdout before plegd gives up. */
 #define PLEGD_OUTPUT_MAX_BACKLOG (64 * 1024 * 1024)
@@ -188,6 +197,154 @@ void plegd_relist_monitor_stopping(PlegdRelistMonitor *monitor);
 
 /** Returns: whether READY=1 was sent. */
 gboolean plegd_relist_monitor_is_ready(PlegdRelistMonitor *monitor);
+
+/* event-ring.c: the last event lines, by seq, for GET /events?since=SEQ. */
+
+#define PLEGD_EVENTS_DEFAULT_RING_SIZE 10000
+/* --events-ring-size's bounds.  plegd takes the events queued for it (up to its channel's
+ * capacity, 1000) in one go, before any client is written to: a smaller ring would cut off
+ * clients that keep up. */
+#define PLEGD_EVENTS_MIN_RING_SIZE PLEG_DEFAULT_EVENT_CHANNEL_CAPACITY
+#define PLEGD_EVENTS_MAX_RING_SIZE 10000000
+
+typedef struct _PlegdEventRing PlegdEventRing;
+
+/**
+ * plegd_event_ring_new:
+ * @capacity: lines kept, at least 1 (plegd's flag takes %PLEGD_EVENTS_MIN_RING_SIZE to
+ *   %PLEGD_EVENTS_MAX_RING_SIZE).
+ *
+ * An empty ring whose first line gets seq 1.  Not thread-safe: one thread uses it.
+ */
+PlegdEventRing *plegd_event_ring_new(guint capacity);
+/* NULL-safe. */
+void plegd_event_ring_free(PlegdEventRing *ring);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdEventRing, plegd_event_ring_free)
+
+guint plegd_event_ring_get_capacity(PlegdEventRing *ring);
+/* The seq the next pushed line gets (1 for an empty ring). */
+guint64 plegd_event_ring_get_next_seq(PlegdEventRing *ring);
+/* The seq of the oldest line kept; equal to the next seq while the ring is empty. */
+guint64 plegd_event_ring_get_oldest_seq(PlegdEventRing *ring);
+
+/**
+ * plegd_event_ring_push:
+ * @line: (transfer none): the line, newline included; the ring keeps a reference.
+ * @ret_evicted: (out) (optional): the seq of the line dropped to make room, 0 when none was.
+ *
+ * Returns: the seq @line got: plegd_event_ring_get_next_seq() before the call.
+ */
+guint64 plegd_event_ring_push(PlegdEventRing *ring, GBytes *line, guint64 *ret_evicted);
+
+/**
+ * plegd_event_ring_lookup:
+ *
+ * Returns: (transfer none) (nullable): the line with @seq, %NULL when it was dropped or not
+ *   pushed yet.
+ */
+GBytes *plegd_event_ring_lookup(PlegdEventRing *ring, guint64 seq);
+
+/**
+ * plegd_event_ring_check_since:
+ * @since: the last seq a client saw (0: none).
+ *
+ * Whether every event after @since is still in the ring (or not generated yet), so that a
+ * stream resumed after @since misses nothing.
+ *
+ * Returns: %FALSE with %G_IO_ERROR_NOT_FOUND when @since + 1 was dropped, or when @since is
+ *   newer than the newest event (a client of an earlier plegd process); the message says which
+ *   and names the oldest or newest seq.
+ */
+gboolean plegd_event_ring_check_since(PlegdEventRing *ring, guint64 since, GError **error);
+
+/* events-http.c: GET /events, newline-delimited JSON, one subscriber per connection. */
+
+#define PLEGD_EVENTS_DEFAULT_MAX_CLIENTS 128
+#define PLEGD_EVENTS_MAX_MAX_CLIENTS     4096
+/* SO_SNDBUF of a stream's socket (the kernel doubles it): bounds what a stalled client holds in
+ * the kernel, and how far behind a client may get before the ring is all that keeps its events. */
+#define PLEGD_EVENTS_SOCKET_SNDBUF (128 * 1024)
+/* A chunk written to a client gathers event lines up to this many bytes. */
+#define PLEGD_EVENTS_CHUNK_BYTES (16 * 1024)
+
+typedef struct _PlegdEvents PlegdEvents;
+
+/**
+ * plegd_events_new:
+ * @ring_size: events kept for ?since= (and the most a client may lag behind).
+ * @max_clients: streams served at once; more are answered 503.
+ * @metrics: (transfer none): where plegd_events_* metrics are registered.
+ *
+ * Runs in the thread-default main context of the caller, which must be the one the HTTP server
+ * runs in and plegd_events_publish() is called in.
+ */
+PlegdEvents *plegd_events_new(guint ring_size, guint max_clients, PlegMetricsRegistry *metrics);
+/* Ends every stream (the connection closes without an error line).  NULL-safe. */
+void plegd_events_free(PlegdEvents *events);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdEvents, plegd_events_free)
+
+/**
+ * plegd_events_end_all:
+ *
+ * Ends every stream with a last line {"error":"plegd is shutting down","reason":"shutting_down",
+ * "next_seq":N}; libsoup writes it while the main context runs.
+ */
+void plegd_events_end_all(PlegdEvents *events);
+
+/**
+ * plegd_events_get_instance:
+ *
+ * Returns: (transfer none): this process's random instance id (a UUID), sent as the
+ *   Plegd-Instance header; a request with instance=ID of another process answers 410.
+ */
+const char *plegd_events_get_instance(PlegdEvents *events);
+
+/**
+ * plegd_events_set_cutoff_grace:
+ * @grace_usec: how long a client cut off as a slow consumer has to read what was queued for it
+ *   (its last events and the error line) before its connection is closed regardless; default
+ *   %PLEGD_HTTP_IDLE_TIMEOUT_USEC.
+ */
+void plegd_events_set_cutoff_grace(PlegdEvents *events, gint64 grace_usec);
+
+/**
+ * plegd_events_publish:
+ *
+ * Gives @event the next seq, keeps its line in the ring and queues it for every stream.  A
+ * stream whose next unsent event is dropped from the ring by this is cut off as a slow consumer.
+ *
+ * Returns: (transfer full): the event's JSON line with its seq, without a newline (for stdout).
+ */
+char *plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event);
+
+/** Returns: the streams being served. */
+guint plegd_events_get_n_clients(PlegdEvents *events);
+
+/**
+ * plegd_events_serve:
+ * @msg: a GET or HEAD request for /events; its query may hold since=SEQ.
+ * @socket: (transfer none) (nullable): the connection's socket: the end of the client's side
+ *   ends the stream, and a client cut off is closed through it.  libsoup does not know it
+ *   for connections handed to it as streams.
+ *
+ * Answers 400 for a bad `since` or an unknown parameter, 410 (JSON with oldest_seq and
+ * newest_seq) when the events after `since` are no longer kept or `instance` names another
+ * plegd process, 503 when %max_clients streams are served; else 200 with a stream of lines
+ * (HEAD: the headers only).  Every answer carries the Plegd-Instance header.
+ *
+ * Returns: whether @msg became a stream, which ends when the client goes away or is cut off
+ *   (the message finishes then).
+ */
+gboolean plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket);
+
+/**
+ * plegd_http_set_events:
+ * @events: (transfer none) (nullable): serves /events; must outlive @http.  Without, /events is
+ *   404.
+ *
+ * Streams leave the %PLEGD_HTTP_MAX_CONNECTIONS pool and its idle timeout once they start.
+ */
+void plegd_http_set_events(PlegdHttp *http, PlegdEvents *events);
 
 /* plugins.c: what plegd says about each plugin at start. */
 

@@ -786,6 +786,120 @@ START_TEST(test_default_plugin_dir)
 }
 END_TEST
 
+/* ---- the event ring (GET /events?since=) ---- */
+
+static GBytes *
+ring_line(guint64 n)
+{
+    char *text = g_strdup_printf("line %" G_GUINT64_FORMAT "\n", n);
+
+    return g_bytes_new_take(text, strlen(text));
+}
+
+static void
+assert_ring_holds(PlegdEventRing *ring, guint64 seq, gboolean held)
+{
+    GBytes *line = plegd_event_ring_lookup(ring, seq);
+    g_autofree char *expected = g_strdup_printf("line %" G_GUINT64_FORMAT "\n", seq);
+
+    if (!held) {
+        ck_assert_msg(line == NULL, "seq %" G_GUINT64_FORMAT " should be gone", seq);
+        return;
+    }
+    ck_assert_msg(line != NULL, "seq %" G_GUINT64_FORMAT " missing", seq);
+    ck_assert_uint_eq(g_bytes_get_size(line), strlen(expected));
+    ck_assert(memcmp(g_bytes_get_data(line, NULL), expected, strlen(expected)) == 0);
+}
+
+START_TEST(test_ring_seq_and_eviction)
+{
+    g_autoptr(PlegdEventRing) ring = plegd_event_ring_new(3);
+    guint64 evicted = 99;
+
+    ck_assert_uint_eq(plegd_event_ring_get_next_seq(ring), 1);
+    ck_assert_uint_eq(plegd_event_ring_get_oldest_seq(ring), 1);
+    ck_assert_ptr_null(plegd_event_ring_lookup(ring, 0));
+    ck_assert_ptr_null(plegd_event_ring_lookup(ring, 1));
+
+    for (guint64 n = 1; n <= 3; n++) {
+        g_autoptr(GBytes) line = ring_line(n);
+
+        ck_assert_uint_eq(plegd_event_ring_push(ring, line, &evicted), n);
+        ck_assert_uint_eq(evicted, 0);
+    }
+    for (guint64 n = 1; n <= 3; n++)
+        assert_ring_holds(ring, n, TRUE);
+    assert_ring_holds(ring, 4, FALSE);
+
+    /* Full: each push drops the oldest, and says which. */
+    for (guint64 n = 4; n <= 7; n++) {
+        g_autoptr(GBytes) line = ring_line(n);
+
+        ck_assert_uint_eq(plegd_event_ring_push(ring, line, &evicted), n);
+        ck_assert_uint_eq(evicted, n - 3);
+    }
+    ck_assert_uint_eq(plegd_event_ring_get_oldest_seq(ring), 5);
+    ck_assert_uint_eq(plegd_event_ring_get_next_seq(ring), 8);
+    assert_ring_holds(ring, 4, FALSE);
+    for (guint64 n = 5; n <= 7; n++)
+        assert_ring_holds(ring, n, TRUE);
+    assert_ring_holds(ring, 8, FALSE);
+}
+END_TEST
+
+START_TEST(test_ring_check_since)
+{
+    g_autoptr(PlegdEventRing) ring = plegd_event_ring_new(3);
+    g_autoptr(GError) error = NULL;
+
+    /* Nothing yet: since=0 waits for seq 1; anything newer was never assigned. */
+    ck_assert(plegd_event_ring_check_since(ring, 0, NULL));
+    ck_assert(!plegd_event_ring_check_since(ring, 1, &error));
+    ck_assert(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND));
+    ck_assert_msg(strstr(error->message, "seq 1 was never assigned: the newest event is seq 0"),
+                  "%s", error->message);
+    g_clear_error(&error);
+
+    for (guint64 n = 1; n <= 5; n++) {
+        g_autoptr(GBytes) line = ring_line(n);
+
+        plegd_event_ring_push(ring, line, NULL);
+    }
+    /* Holds 3, 4, 5: after 2 the client misses nothing, after 1 it would miss 2. */
+    ck_assert(plegd_event_ring_check_since(ring, 2, NULL));
+    ck_assert(plegd_event_ring_check_since(ring, 5, NULL));
+    ck_assert(!plegd_event_ring_check_since(ring, 1, &error));
+    ck_assert_msg(strstr(error->message, "events after seq 1 are no longer kept: the oldest event "
+                                         "kept is seq 3"),
+                  "%s", error->message);
+    g_clear_error(&error);
+    ck_assert(!plegd_event_ring_check_since(ring, 0, &error));
+    g_clear_error(&error);
+    ck_assert(!plegd_event_ring_check_since(ring, 6, &error));
+    ck_assert_msg(strstr(error->message, "newest event is seq 5"), "%s", error->message);
+    g_clear_error(&error);
+    ck_assert(!plegd_event_ring_check_since(ring, G_MAXUINT64, &error));
+}
+END_TEST
+
+START_TEST(test_json_seq_first)
+{
+    PlegPodLifecycleEvent event = {
+        .pod_uid = "uid-1",
+        .type = PLEG_CONTAINER_STARTED,
+        .container_id = "c0ffee",
+        .relist_source = PLEG_RELIST_SOURCE_GLOBAL,
+        .time_ns = G_GINT64_CONSTANT(1795966735123456789),
+    };
+    g_autofree char *plain = plegd_event_to_json(&event);
+    g_autofree char *line = plegd_event_to_json_with_seq(&event, 42);
+    g_autofree char *expected = g_strconcat("{\"seq\":42,", plain + 1, NULL);
+
+    /* The same object as without, the seq in front. */
+    ck_assert_str_eq(line, expected);
+}
+END_TEST
+
 static Suite *
 plegd_units_suite(void)
 {
@@ -797,6 +911,12 @@ plegd_units_suite(void)
     tcase_add_test(tc, test_json_container_died_partial_exit);
     tcase_add_test(tc, test_json_container_died_without_exit);
     tcase_add_test(tc, test_json_other_types);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("event-ring");
+    tcase_add_test(tc, test_ring_seq_and_eviction);
+    tcase_add_test(tc, test_ring_check_since);
+    tcase_add_test(tc, test_json_seq_first);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("output");

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The ring of recent event lines behind GET /events?since=SEQ.  Pure: no I/O, no main context.
+ */
+#include "plegd.h"
+
+struct _PlegdEventRing {
+    guint capacity;
+    GBytes **slots; /* seq s lives in slots[(s - 1) % capacity] */
+    guint64 oldest; /* seq of the oldest line kept; == next when empty */
+    guint64 next;   /* seq the next line gets */
+};
+
+PlegdEventRing *
+plegd_event_ring_new(guint capacity)
+{
+    PlegdEventRing *ring;
+
+    g_return_val_if_fail(capacity >= 1, NULL);
+    ring = g_new0(PlegdEventRing, 1);
+    ring->capacity = capacity;
+    ring->slots = g_new0(GBytes *, capacity);
+    ring->oldest = 1;
+    ring->next = 1;
+    return ring;
+}
+
+void
+plegd_event_ring_free(PlegdEventRing *ring)
+{
+    if (!ring)
+        return;
+    for (guint i = 0; i < ring->capacity; i++)
+        g_clear_pointer(&ring->slots[i], g_bytes_unref);
+    g_free(ring->slots);
+    g_free(ring);
+}
+
+guint
+plegd_event_ring_get_capacity(PlegdEventRing *ring)
+{
+    return ring->capacity;
+}
+
+guint64
+plegd_event_ring_get_next_seq(PlegdEventRing *ring)
+{
+    return ring->next;
+}
+
+guint64
+plegd_event_ring_get_oldest_seq(PlegdEventRing *ring)
+{
+    return ring->oldest;
+}
+
+guint64
+plegd_event_ring_push(PlegdEventRing *ring, GBytes *line, guint64 *ret_evicted)
+{
+    guint64 seq = ring->next;
+    GBytes **slot = &ring->slots[(seq - 1) % ring->capacity];
+    guint64 evicted = 0;
+
+    if (ring->next - ring->oldest == ring->capacity) {
+        evicted = ring->oldest;
+        ring->oldest++;
+    }
+    g_clear_pointer(slot, g_bytes_unref);
+    *slot = g_bytes_ref(line);
+    ring->next++;
+    if (ret_evicted)
+        *ret_evicted = evicted;
+    return seq;
+}
+
+GBytes *
+plegd_event_ring_lookup(PlegdEventRing *ring, guint64 seq)
+{
+    if (seq < ring->oldest || seq >= ring->next)
+        return NULL;
+    return ring->slots[(seq - 1) % ring->capacity];
+}
+
+gboolean
+plegd_event_ring_check_since(PlegdEventRing *ring, guint64 since, GError **error)
+{
+    guint64 newest = ring->next - 1;
+
+    if (since > newest) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                    "seq %" G_GUINT64_FORMAT " was never assigned: the newest event is seq "
+                    "%" G_GUINT64_FORMAT " (plegd restarted?); relist, then follow /events",
+                    since, newest);
+        return FALSE;
+    }
+    /* since+1 is the first seq the client wants; it may be the next one, not assigned yet. */
+    if (since + 1 < ring->oldest) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                    "events after seq %" G_GUINT64_FORMAT " are no longer kept: the oldest "
+                    "event kept is seq %" G_GUINT64_FORMAT "; relist, then follow /events",
+                    since, ring->oldest);
+        return FALSE;
+    }
+    return TRUE;
+}

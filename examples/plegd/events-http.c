@@ -1,0 +1,559 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * GET /events: every PodLifecycleEvent as a JSON line with its seq, to each connected client, from
+ * a ring that also serves ?since=SEQ.  A client's unsent events are the ring's lines after its
+ * cursor: plegd copies at most one chunk (PLEGD_EVENTS_CHUNK_BYTES) per client, so memory does not
+ * grow with clients times events.  A client whose next unsent line falls out of the ring is cut
+ * off.  Everything runs in the main context of the HTTP server.
+ */
+#include <json-glib/json-glib.h>
+#include <sys/socket.h>
+
+#include "plegd.h"
+
+#define NDJSON_CONTENT_TYPE "application/x-ndjson"
+#define JSON_CONTENT_TYPE   "application/json"
+#define TEXT_CONTENT_TYPE   "text/plain; charset=utf-8"
+
+/* Label values of plegd_events_clients_disconnected_total and plegd_events_refused_total. */
+#define REASON_SLOW_CONSUMER    "slow_consumer"
+#define REASON_SHUTTING_DOWN    "shutting_down"
+#define REASON_GONE             "gone"
+#define REASON_TOO_MANY_CLIENTS "too_many_clients"
+
+/* Bytes a client may send during its stream that are read and dropped per wake-up. */
+#define DRAIN_BYTES (16 * 4096)
+
+typedef struct _Subscriber Subscriber;
+
+struct _PlegdEvents {
+    PlegdEventRing *ring;
+    char *instance; /* a random UUID: seqs of another plegd process are not ours */
+    guint max_clients;
+    gint64 cutoff_grace_usec;
+    GMainContext *context;
+    GList *subscribers; /* Subscriber *, newest first */
+    guint n_subscribers;
+    GSource *flush; /* pending: write to every client that can take more */
+
+    PlegMetric *clients;
+    PlegMetric *disconnected;
+    PlegMetric *refused;
+    PlegMetric *last_seq;
+
+    gint64 last_cutoff_log_usec;
+    guint n_cutoffs_unlogged;
+};
+
+struct _Subscriber {
+    PlegdEvents *events;
+    GList *link;
+    SoupServerMessage *msg;
+    GSocket *socket;
+    guint64 next_seq;   /* the first seq not handed to libsoup yet */
+    gboolean in_flight; /* a chunk handed to libsoup and not written yet */
+    gboolean ending;    /* the body is complete: nothing more is added */
+    GSource *watch;     /* the client's side of the socket: its end shows it went away */
+    GSource *grace;     /* after a cut-off: closes the socket when the client does not read */
+};
+
+static void schedule_flush(PlegdEvents *events);
+
+static void
+destroy_source(GSource **source)
+{
+    if (*source) {
+        g_source_destroy(*source);
+        g_clear_pointer(source, g_source_unref);
+    }
+}
+
+/* {"error":@message,"reason":@reason,<number_name>:@number} and a newline. */
+static char *
+error_json(const char *message, const char *reason, const char *number_name, guint64 number,
+           const char *number2_name, guint64 number2)
+{
+    g_autoptr(JsonBuilder) builder = json_builder_new();
+    g_autoptr(JsonGenerator) generator = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+
+    json_builder_begin_object(builder);
+    json_builder_set_member_name(builder, "error");
+    json_builder_add_string_value(builder, message);
+    json_builder_set_member_name(builder, "reason");
+    json_builder_add_string_value(builder, reason);
+    json_builder_set_member_name(builder, number_name);
+    json_builder_add_int_value(builder, (gint64)number);
+    if (number2_name) {
+        json_builder_set_member_name(builder, number2_name);
+        json_builder_add_int_value(builder, (gint64)number2);
+    }
+    json_builder_end_object(builder);
+    root = json_builder_get_root(builder);
+    json_generator_set_root(generator, root);
+    return json_generator_to_data(generator, NULL);
+}
+
+/* ---- subscribers ---- */
+
+static void
+subscriber_free(Subscriber *sub)
+{
+    PlegdEvents *events = sub->events;
+
+    events->subscribers = g_list_delete_link(events->subscribers, sub->link);
+    events->n_subscribers--;
+    pleg_metric_set(events->clients, NULL, events->n_subscribers);
+    destroy_source(&sub->watch);
+    destroy_source(&sub->grace);
+    g_signal_handlers_disconnect_by_data(sub->msg, sub);
+    g_object_unref(sub->msg);
+    g_clear_object(&sub->socket);
+    g_free(sub);
+}
+
+/* Completes the body: libsoup writes what is queued (and the chunked terminator) and finishes
+ * the message, or fails to on a socket shut down and finishes it all the same. */
+static void
+end_stream(Subscriber *sub)
+{
+    sub->ending = TRUE;
+    soup_message_body_complete(soup_server_message_get_response_body(sub->msg));
+    soup_server_message_unpause(sub->msg);
+}
+
+static void
+close_socket(Subscriber *sub)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (sub->socket && !g_socket_shutdown(sub->socket, TRUE, TRUE, &error))
+        g_debug("cannot shut down an /events connection: %s, ignoring", error->message);
+}
+
+static gboolean
+on_grace_over(gpointer data)
+{
+    Subscriber *sub = data;
+
+    g_debug("an /events client cut off did not read its last lines in time, closing");
+    g_clear_pointer(&sub->grace, g_source_unref);
+    close_socket(sub);
+    return G_SOURCE_REMOVE;
+}
+
+static void
+log_cutoff(PlegdEvents *events, guint64 missed_seq)
+{
+    gint64 now = g_get_monotonic_time();
+
+    events->n_cutoffs_unlogged++;
+    if (events->last_cutoff_log_usec != 0 &&
+        now - events->last_cutoff_log_usec < PLEGD_FAILURE_LOG_INTERVAL_USEC) {
+        g_debug("an /events client is cut off: seq %" G_GUINT64_FORMAT " left the ring before "
+                "it was sent",
+                missed_seq);
+        return;
+    }
+    if (events->n_cutoffs_unlogged == 1)
+        g_message("an /events client does not read fast enough: seq %" G_GUINT64_FORMAT
+                  " left the ring (--events-ring-size=%u) before it was sent; disconnecting it",
+                  missed_seq, plegd_event_ring_get_capacity(events->ring));
+    else
+        g_message("%u /events clients did not read fast enough and were disconnected since the "
+                  "last report (--events-ring-size=%u)",
+                  events->n_cutoffs_unlogged, plegd_event_ring_get_capacity(events->ring));
+    events->n_cutoffs_unlogged = 0;
+    events->last_cutoff_log_usec = now;
+}
+
+/* Ends the stream with a last line saying why; the client has the grace period to read it. */
+static void
+end_with_error(Subscriber *sub, const char *reason, const char *message)
+{
+    PlegdEvents *events = sub->events;
+    const char *const labels[] = {reason};
+    g_autofree char *json = error_json(message, reason, "next_seq", sub->next_seq, NULL, 0);
+    char *line = g_strconcat(json, "\n", NULL);
+
+    pleg_metric_inc(events->disconnected, labels);
+    soup_message_body_append(soup_server_message_get_response_body(sub->msg), SOUP_MEMORY_TAKE,
+                             line, strlen(line));
+    end_stream(sub);
+    sub->grace = g_timeout_source_new((guint)MAX(1, sub->events->cutoff_grace_usec / 1000));
+    g_source_set_callback(sub->grace, on_grace_over, sub, NULL);
+    g_source_attach(sub->grace, events->context);
+}
+
+/* The client's next unsent line was dropped from the ring: it would miss an event. */
+static void
+cut_off(Subscriber *sub)
+{
+    g_autofree char *message = g_strdup_printf(
+        "slow consumer: seq %" G_GUINT64_FORMAT " left the ring (%u events) before it was sent",
+        sub->next_seq, plegd_event_ring_get_capacity(sub->events->ring));
+
+    log_cutoff(sub->events, sub->next_seq);
+    end_with_error(sub, REASON_SLOW_CONSUMER, message);
+}
+
+/* Hands libsoup the next chunk of lines, when it wrote the previous one. */
+static void
+flush_subscriber(Subscriber *sub)
+{
+    PlegdEventRing *ring = sub->events->ring;
+    guint64 next = plegd_event_ring_get_next_seq(ring);
+    g_autoptr(GByteArray) chunk = NULL;
+    GBytes *first;
+
+    if (sub->in_flight || sub->ending || sub->next_seq >= next)
+        return;
+    first = plegd_event_ring_lookup(ring, sub->next_seq);
+    g_return_if_fail(first != NULL); /* publish() cuts off whoever lags this far */
+
+    sub->next_seq++;
+    if (sub->next_seq == next ||
+        g_bytes_get_size(first) + g_bytes_get_size(plegd_event_ring_lookup(ring, sub->next_seq)) >
+            PLEGD_EVENTS_CHUNK_BYTES) {
+        soup_message_body_append_bytes(soup_server_message_get_response_body(sub->msg), first);
+    } else {
+        chunk = g_byte_array_sized_new(PLEGD_EVENTS_CHUNK_BYTES);
+        g_byte_array_append(chunk, g_bytes_get_data(first, NULL), g_bytes_get_size(first));
+        for (; sub->next_seq < next; sub->next_seq++) {
+            GBytes *line = plegd_event_ring_lookup(ring, sub->next_seq);
+            gsize size = g_bytes_get_size(line);
+
+            if (chunk->len + size > PLEGD_EVENTS_CHUNK_BYTES)
+                break;
+            g_byte_array_append(chunk, g_bytes_get_data(line, NULL), size);
+        }
+        gsize len;
+        guint8 *data = g_byte_array_steal(chunk, &len);
+
+        soup_message_body_append_take(soup_server_message_get_response_body(sub->msg), data, len);
+    }
+    sub->in_flight = TRUE;
+    soup_server_message_unpause(sub->msg);
+}
+
+static void
+on_wrote_chunk(SoupServerMessage *msg, gpointer data)
+{
+    Subscriber *sub = data;
+
+    sub->in_flight = FALSE;
+    if (!sub->ending && sub->next_seq < plegd_event_ring_get_next_seq(sub->events->ring))
+        schedule_flush(sub->events);
+}
+
+/* The message is done: the client went away, or its stream ended. */
+static void
+on_finished(SoupServerMessage *msg, gpointer data)
+{
+    Subscriber *sub = data;
+
+    g_debug("an /events stream ended at seq %" G_GUINT64_FORMAT, sub->next_seq);
+    subscriber_free(sub);
+}
+
+/* The client sends nothing after its request: the end of its side means it went away. */
+static gboolean
+on_socket_readable(GSocket *socket, GIOCondition condition, gpointer data)
+{
+    Subscriber *sub = data;
+    gsize drained = 0;
+
+    while (drained < DRAIN_BYTES) {
+        g_autoptr(GError) error = NULL;
+        char buffer[4096];
+        gssize n =
+            g_socket_receive_with_blocking(socket, buffer, sizeof buffer, FALSE, NULL, &error);
+
+        if (n < 0 && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+            return G_SOURCE_CONTINUE;
+        if (n <= 0) {
+            g_debug("an /events client went away%s%s", error ? ": " : "",
+                    error ? error->message : "");
+            g_clear_pointer(&sub->watch, g_source_unref);
+            close_socket(sub);
+            if (!sub->ending)
+                end_stream(sub);
+            return G_SOURCE_REMOVE;
+        }
+        drained += (gsize)n; /* a pipelined request is never answered: drop it */
+    }
+    return G_SOURCE_CONTINUE;
+}
+
+/* ---- the hub ---- */
+
+static gboolean
+on_flush(gpointer data)
+{
+    PlegdEvents *events = data;
+
+    g_clear_pointer(&events->flush, g_source_unref);
+    for (GList *l = events->subscribers; l; l = l->next)
+        flush_subscriber(l->data);
+    return G_SOURCE_REMOVE;
+}
+
+/* Batches every event published in one main loop iteration into one chunk per client. */
+static void
+schedule_flush(PlegdEvents *events)
+{
+    if (events->flush)
+        return;
+    events->flush = g_idle_source_new();
+    g_source_set_priority(events->flush, G_PRIORITY_DEFAULT);
+    g_source_set_callback(events->flush, on_flush, events, NULL);
+    g_source_attach(events->flush, events->context);
+}
+
+PlegdEvents *
+plegd_events_new(guint ring_size, guint max_clients, PlegMetricsRegistry *metrics)
+{
+    static const char *const reason_label[] = {"reason", NULL};
+    PlegdEvents *events = g_new0(PlegdEvents, 1);
+    const char *const slow[] = {REASON_SLOW_CONSUMER};
+    const char *const shutting_down[] = {REASON_SHUTTING_DOWN};
+    const char *const gone[] = {REASON_GONE};
+    const char *const too_many[] = {REASON_TOO_MANY_CLIENTS};
+
+    events->ring = plegd_event_ring_new(ring_size);
+    events->instance = g_uuid_string_random();
+    events->max_clients = max_clients;
+    events->cutoff_grace_usec = PLEGD_HTTP_IDLE_TIMEOUT_USEC;
+    events->context = g_main_context_ref_thread_default();
+    events->clients = pleg_metrics_register(metrics, PLEG_METRIC_GAUGE, "plegd_events_clients",
+                                            "Clients streaming GET /events.", NULL, NULL, 0);
+    events->disconnected = pleg_metrics_register(
+        metrics, PLEG_METRIC_COUNTER, "plegd_events_clients_disconnected_total",
+        "/events clients plegd disconnected, by reason.", reason_label, NULL, 0);
+    events->refused = pleg_metrics_register(
+        metrics, PLEG_METRIC_COUNTER, "plegd_events_refused_total",
+        "/events requests refused: gone (410, ?since= older than the ring), too_many_clients "
+        "(503).",
+        reason_label, NULL, 0);
+    events->last_seq =
+        pleg_metrics_register(metrics, PLEG_METRIC_GAUGE, "plegd_events_last_seq",
+                              "The seq of the newest event (0: none yet).", NULL, NULL, 0);
+    /* Every series from the start, so that rate() sees the first increase. */
+    pleg_metric_add(events->disconnected, slow, 0);
+    pleg_metric_add(events->disconnected, shutting_down, 0);
+    pleg_metric_add(events->refused, gone, 0);
+    pleg_metric_add(events->refused, too_many, 0);
+    pleg_metric_set(events->clients, NULL, 0);
+    pleg_metric_set(events->last_seq, NULL, 0);
+    return events;
+}
+
+void
+plegd_events_free(PlegdEvents *events)
+{
+    if (!events)
+        return;
+    while (events->subscribers) {
+        Subscriber *sub = events->subscribers->data;
+
+        close_socket(sub);
+        subscriber_free(sub);
+    }
+    destroy_source(&events->flush);
+    g_main_context_unref(events->context);
+    plegd_event_ring_free(events->ring);
+    g_free(events->instance);
+    g_free(events);
+}
+
+void
+plegd_events_end_all(PlegdEvents *events)
+{
+    for (GList *l = events->subscribers; l; l = l->next) {
+        Subscriber *sub = l->data;
+
+        if (!sub->ending)
+            end_with_error(sub, REASON_SHUTTING_DOWN, "plegd is shutting down");
+    }
+}
+
+const char *
+plegd_events_get_instance(PlegdEvents *events)
+{
+    return events->instance;
+}
+
+void
+plegd_events_set_cutoff_grace(PlegdEvents *events, gint64 grace_usec)
+{
+    events->cutoff_grace_usec = grace_usec;
+}
+
+guint
+plegd_events_get_n_clients(PlegdEvents *events)
+{
+    return events->n_subscribers;
+}
+
+char *
+plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event)
+{
+    guint64 seq = plegd_event_ring_get_next_seq(events->ring);
+    char *json = plegd_event_to_json_with_seq(event, seq);
+    gsize len = strlen(json);
+    char *text = g_malloc(len + 1);
+    g_autoptr(GBytes) line = NULL;
+    guint64 evicted;
+
+    memcpy(text, json, len);
+    text[len] = '\n';
+    line = g_bytes_new_take(text, len + 1);
+    plegd_event_ring_push(events->ring, line, &evicted);
+    pleg_metric_set(events->last_seq, NULL, (double)seq);
+
+    if (evicted != 0) {
+        for (GList *l = events->subscribers; l; l = l->next) {
+            Subscriber *sub = l->data;
+
+            if (!sub->ending && sub->next_seq <= evicted)
+                cut_off(sub);
+        }
+    }
+    if (events->subscribers)
+        schedule_flush(events);
+    return json;
+}
+
+/* ---- requests ---- */
+
+static void
+respond(SoupServerMessage *msg, guint status, const char *content_type, char *body)
+{
+    soup_server_message_set_status(msg, status, NULL);
+    soup_server_message_set_response(msg, content_type, SOUP_MEMORY_TAKE, body, strlen(body));
+}
+
+static gboolean
+parse_query(GHashTable *query, gboolean *ret_has_since, guint64 *ret_since,
+            const char **ret_instance, GError **error)
+{
+    GHashTableIter iter;
+    const char *name;
+    const char *value;
+
+    *ret_has_since = FALSE;
+    *ret_instance = NULL;
+    if (!query)
+        return TRUE;
+    g_hash_table_iter_init(&iter, query);
+    while (g_hash_table_iter_next(&iter, (gpointer *)&name, (gpointer *)&value)) {
+        g_autoptr(GError) local_error = NULL;
+
+        if (g_str_equal(name, "instance")) {
+            *ret_instance = value;
+            continue;
+        }
+        if (!g_str_equal(name, "since")) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "unknown query parameter \"%s\" (/events takes since=SEQ and "
+                        "instance=ID)",
+                        name);
+            return FALSE;
+        }
+        if (!g_ascii_string_to_unsigned(value, 10, 0, G_MAXINT64, ret_since, &local_error)) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid since \"%s\": %s (expected the seq of the last event seen)", value,
+                        local_error->message);
+            return FALSE;
+        }
+        *ret_has_since = TRUE;
+    }
+    return TRUE;
+}
+
+gboolean
+plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
+{
+    const char *query_text = g_uri_get_query(soup_server_message_get_uri(msg));
+    g_autoptr(GHashTable) query = query_text ? soup_form_decode(query_text) : NULL;
+    g_autoptr(GError) error = NULL;
+    SoupMessageHeaders *headers = soup_server_message_get_response_headers(msg);
+    gboolean head = g_str_equal(soup_server_message_get_method(msg), SOUP_METHOD_HEAD);
+    const char *instance;
+    gboolean has_since;
+    guint64 since = 0;
+    Subscriber *sub;
+
+    soup_message_headers_replace(headers, "Plegd-Instance", events->instance);
+    if (!parse_query(query, &has_since, &since, &instance, &error)) {
+        respond(msg, SOUP_STATUS_BAD_REQUEST, TEXT_CONTENT_TYPE,
+                g_strconcat(error->message, "\n", NULL));
+        return FALSE;
+    }
+    if (instance && !g_str_equal(instance, events->instance))
+        g_set_error(&error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                    "instance %s is not this plegd (%s): plegd restarted, its seqs start again "
+                    "at 1; relist, then follow /events",
+                    instance, events->instance);
+    if (error || (has_since && !plegd_event_ring_check_since(events->ring, since, &error))) {
+        const char *const labels[] = {REASON_GONE};
+        guint64 next = plegd_event_ring_get_next_seq(events->ring);
+        g_autofree char *json =
+            error_json(error->message, REASON_GONE, "oldest_seq",
+                       plegd_event_ring_get_oldest_seq(events->ring), "newest_seq", next - 1);
+
+        pleg_metric_inc(events->refused, labels);
+        respond(msg, SOUP_STATUS_GONE, JSON_CONTENT_TYPE, g_strconcat(json, "\n", NULL));
+        return FALSE;
+    }
+    if (events->n_subscribers >= events->max_clients) {
+        const char *const labels[] = {REASON_TOO_MANY_CLIENTS};
+
+        pleg_metric_inc(events->refused, labels);
+        soup_message_headers_replace(headers, "Retry-After", "10");
+        respond(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, TEXT_CONTENT_TYPE,
+                g_strdup_printf("plegd serves at most %u /events streams at once "
+                                "(--events-max-clients)\n",
+                                events->max_clients));
+        return FALSE;
+    }
+
+    soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
+    soup_message_headers_set_content_type(headers, NDJSON_CONTENT_TYPE, NULL);
+    soup_message_headers_replace(headers, "Cache-Control", "no-store");
+    if (head)
+        return FALSE;
+
+    /* A stream is the last answer on its connection; HTTP/1.0 knows no chunks, its end is the
+     * end of the connection. */
+    soup_message_headers_replace(headers, "Connection", "close");
+    soup_message_headers_set_encoding(headers,
+                                      soup_server_message_get_http_version(msg) == SOUP_HTTP_1_0
+                                          ? SOUP_ENCODING_EOF
+                                          : SOUP_ENCODING_CHUNKED);
+    soup_message_body_set_accumulate(soup_server_message_get_response_body(msg), FALSE);
+
+    sub = g_new0(Subscriber, 1);
+    sub->events = events;
+    sub->msg = g_object_ref(msg);
+    sub->socket = socket ? g_object_ref(socket) : NULL;
+    if (sub->socket && !g_socket_set_option(sub->socket, SOL_SOCKET, SO_SNDBUF,
+                                            PLEGD_EVENTS_SOCKET_SNDBUF, &error))
+        g_debug("cannot set SO_SNDBUF of an /events connection: %s, ignoring", error->message);
+    sub->next_seq = has_since ? since + 1 : plegd_event_ring_get_next_seq(events->ring);
+    events->subscribers = g_list_prepend(events->subscribers, sub);
+    sub->link = events->subscribers;
+    events->n_subscribers++;
+    pleg_metric_set(events->clients, NULL, events->n_subscribers);
+    g_signal_connect(msg, "wrote-chunk", G_CALLBACK(on_wrote_chunk), sub);
+    g_signal_connect(msg, "finished", G_CALLBACK(on_finished), sub);
+    if (sub->socket) {
+        sub->watch = g_socket_create_source(sub->socket, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+        g_source_set_callback(sub->watch, G_SOURCE_FUNC(on_socket_readable), sub, NULL);
+        g_source_attach(sub->watch, events->context);
+    }
+    g_debug("an /events stream starts at seq %" G_GUINT64_FORMAT, sub->next_seq);
+    if (sub->next_seq < plegd_event_ring_get_next_seq(events->ring))
+        schedule_flush(events);
+    return TRUE;
+}

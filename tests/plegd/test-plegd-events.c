@@ -1,0 +1,732 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * GET /events against cri-sim: two clients, one paused, both get every event in order; a client
+ * that stalls while more events than the ring holds pass is cut off with the documented last
+ * line, and its resume answers 410; a resume after a disconnect gets exactly the missed events;
+ * 100 clients that do not read during a storm of 5000 events keep plegd's RSS bounded; the
+ * stream outlives the idle timeout; curl -N (and the README's curl | jq consumer) works.
+ *
+ * The clients speak HTTP/1.1 over plain sockets and decode the chunked body themselves, so that
+ * a test decides exactly when a client reads.
+ */
+#include <fcntl.h>
+#include <json-glib/json-glib.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cri-sim.h"
+#include "plegd-runner.h"
+
+typedef struct {
+    char *dir;
+    CriSim *sim;
+    char *endpoint_arg;
+    PlegdRunner *plegd;
+    char *base;
+    guint16 port;
+} Fixture;
+
+static Fixture fixture;
+
+static gint64
+deadline(void)
+{
+    return g_get_monotonic_time() + (g_getenv("PLEGD_TEST_WRAPPER") ? 120 : 30) * G_USEC_PER_SEC;
+}
+
+static void
+setup(void)
+{
+    g_autofree char *path = NULL;
+    g_autoptr(GError) error = NULL;
+
+    fixture.dir = make_tmpdir();
+    path = g_build_filename(fixture.dir, "cri.sock", NULL);
+    fixture.sim = cri_sim_new(path, &error);
+    ck_assert_msg(fixture.sim, "%s", error ? error->message : "");
+    fixture.endpoint_arg = g_strdup_printf("--container-runtime-endpoint=unix://%s", path);
+}
+
+static void
+teardown(void)
+{
+    g_clear_pointer(&fixture.plegd, plegd_runner_free);
+    g_clear_pointer(&fixture.sim, cri_sim_free);
+    g_clear_pointer(&fixture.base, g_free);
+    remove_tmpdir(fixture.dir);
+    g_clear_pointer(&fixture.dir, g_free);
+    g_clear_pointer(&fixture.endpoint_arg, g_free);
+}
+
+/* plegd with stdout on /dev/null: the storm's lines would only fill the test's memory. */
+static void
+start_plegd_full(gboolean capture_stdout, const char *arg1, const char *arg2)
+{
+    const char *args[] = {fixture.endpoint_arg,
+                          "--relist-period=100ms",
+                          "--metrics-bind-address=127.0.0.1:0",
+                          arg1,
+                          arg2,
+                          NULL};
+    const char *colon;
+    int out_fd = -1;
+
+    if (!capture_stdout) {
+        out_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        ck_assert_int_ge(out_fd, 0);
+    }
+    fixture.plegd = plegd_runner_spawn_full(NULL, out_fd, args);
+    fixture.base = plegd_runner_wait_metrics_url(fixture.plegd);
+    colon = strrchr(fixture.base, ':');
+    fixture.port = (guint16)g_ascii_strtoull(colon + 1, NULL, 10);
+}
+
+#define start_plegd(arg1, arg2) start_plegd_full(TRUE, (arg1), (arg2))
+
+/* The value of an unlabelled (or fully spelled) series on /metrics. */
+static double
+get_metric(const char *series)
+{
+    g_autofree char *url = g_strconcat(fixture.base, "/metrics", NULL);
+    g_autofree char *body = NULL;
+    g_autofree char *needle = g_strconcat("\n", series, " ", NULL);
+    const char *line;
+
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
+    line = strstr(body, needle);
+    ck_assert_msg(line, "no %s in:\n%s", series, body);
+    return g_ascii_strtod(line + strlen(needle), NULL);
+}
+
+static void
+wait_metric(const char *series, double value)
+{
+    gint64 end = deadline();
+
+    while (get_metric(series) != value) {
+        ck_assert_msg(g_get_monotonic_time() < end, "%s never became %g (is %g)", series, value,
+                      get_metric(series));
+        g_usleep(20 * 1000);
+    }
+}
+
+/* Adds @n_pods pods of one running container: 2 ContainerStarted each with the next relist. */
+static void
+add_pods(guint n_pods)
+{
+    cri_sim_bulk(fixture.sim, n_pods, 1);
+}
+
+/* ---- a streaming client ---- */
+
+typedef struct {
+    GSocket *socket;
+    char *head;       /* the answer's status line and headers */
+    GString *raw;     /* received and not decoded yet */
+    GString *body;    /* decoded body, complete lines removed */
+    GPtrArray *lines; /* char *, without newline */
+    guint status;
+    gboolean head_done;
+    gboolean body_done; /* the last chunk came */
+    gboolean eof;
+} Client;
+
+static void
+client_free(Client *client)
+{
+    if (!client)
+        return;
+    g_object_unref(client->socket);
+    g_free(client->head);
+    g_string_free(client->raw, TRUE);
+    g_string_free(client->body, TRUE);
+    g_ptr_array_unref(client->lines);
+    g_free(client);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(Client, client_free)
+
+/* @rcvbuf: 0, or a small receive buffer, so that a client that does not read soon stalls plegd's
+ * writes to it. */
+static Client *
+client_open(const char *query, int rcvbuf)
+{
+    g_autoptr(GInetAddress) loopback = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
+    g_autoptr(GSocketAddress) address = g_inet_socket_address_new(loopback, fixture.port);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *request =
+        g_strdup_printf("GET /events%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", query ? query : "");
+    Client *client = g_new0(Client, 1);
+
+    client->socket =
+        g_socket_new(G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, &error);
+    ck_assert_msg(client->socket, "%s", error ? error->message : "");
+    if (rcvbuf > 0)
+        ck_assert(g_socket_set_option(client->socket, SOL_SOCKET, SO_RCVBUF, rcvbuf, NULL));
+    ck_assert_msg(g_socket_connect(client->socket, address, NULL, &error), "%s",
+                  error ? error->message : "");
+    ck_assert(g_socket_send(client->socket, request, strlen(request), NULL, NULL) ==
+              (gssize)strlen(request));
+    client->raw = g_string_new(NULL);
+    client->body = g_string_new(NULL);
+    client->lines = g_ptr_array_new_with_free_func(g_free);
+    return client;
+}
+
+static void
+decode(Client *client)
+{
+    if (!client->head_done) {
+        const char *end = strstr(client->raw->str, "\r\n\r\n");
+
+        if (!end)
+            return;
+        ck_assert_msg(g_str_has_prefix(client->raw->str, "HTTP/1.1 "), "%s", client->raw->str);
+        client->status = (guint)g_ascii_strtoull(client->raw->str + 9, NULL, 10);
+        if (client->status == 200)
+            ck_assert_msg(strstr(client->raw->str, "Transfer-Encoding: chunked\r\n") &&
+                              strstr(client->raw->str, "Content-Type: application/x-ndjson"),
+                          "%s", client->raw->str);
+        client->head = g_strndup(client->raw->str, end + 2 - client->raw->str);
+        g_string_erase(client->raw, 0, end + 4 - client->raw->str);
+        client->head_done = TRUE;
+    }
+    while (client->status == 200 && !client->body_done) {
+        const char *crlf = strstr(client->raw->str, "\r\n");
+        guint64 size;
+        gsize header;
+
+        if (!crlf)
+            break;
+        size = g_ascii_strtoull(client->raw->str, NULL, 16);
+        header = crlf + 2 - client->raw->str;
+        if (client->raw->len < header + size + 2)
+            break;
+        if (size == 0) {
+            client->body_done = TRUE;
+            break;
+        }
+        g_string_append_len(client->body, client->raw->str + header, (gssize)size);
+        g_string_erase(client->raw, 0, (gssize)(header + size + 2));
+    }
+    for (;;) {
+        const char *newline = strchr(client->body->str, '\n');
+
+        if (!newline)
+            break;
+        g_ptr_array_add(client->lines, g_strndup(client->body->str, newline - client->body->str));
+        g_string_erase(client->body, 0, newline + 1 - client->body->str);
+    }
+}
+
+/* Reads what is there, waiting up to @timeout_usec for something.  Returns: FALSE at the end. */
+static gboolean
+client_read(Client *client, gint64 timeout_usec)
+{
+    g_autoptr(GError) error = NULL;
+    char buffer[65536];
+    gssize n;
+
+    if (client->eof)
+        return FALSE;
+    if (!g_socket_condition_timed_wait(client->socket, G_IO_IN, MAX(timeout_usec, 1), NULL,
+                                       &error)) {
+        ck_assert_msg(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT), "%s",
+                      error->message);
+        return TRUE;
+    }
+    n = g_socket_receive(client->socket, buffer, sizeof buffer, NULL, &error);
+    if (n <= 0) {
+        client->eof = TRUE;
+        return FALSE;
+    }
+    g_string_append_len(client->raw, buffer, n);
+    decode(client);
+    return TRUE;
+}
+
+static void
+client_wait_head(Client *client, guint status)
+{
+    gint64 end = deadline();
+
+    while (!client->head_done && client_read(client, end - g_get_monotonic_time()))
+        ck_assert_msg(g_get_monotonic_time() < end, "no answer to GET /events");
+    ck_assert_msg(client->head_done, "no answer to GET /events: %s", client->raw->str);
+    ck_assert_uint_eq(client->status, status);
+}
+
+static void
+client_wait_lines(Client *client, guint n_lines)
+{
+    gint64 end = deadline();
+
+    while (client->lines->len < n_lines) {
+        if (!client_read(client, end - g_get_monotonic_time()) || g_get_monotonic_time() >= end)
+            break;
+    }
+    ck_assert_msg(client->lines->len >= n_lines, "%u lines of %u came%s; undecoded: %.200s",
+                  client->lines->len, n_lines, client->eof ? ", then the end of the stream" : "",
+                  client->raw->str);
+}
+
+static void
+client_wait_eof(Client *client)
+{
+    gint64 end = deadline();
+
+    while (client_read(client, end - g_get_monotonic_time()))
+        ck_assert_msg(g_get_monotonic_time() < end, "the stream did not end");
+}
+
+static guint64
+line_seq(const char *line)
+{
+    ck_assert_msg(g_str_has_prefix(line, "{\"seq\":"), "%s", line);
+    return g_ascii_strtoull(line + strlen("{\"seq\":"), NULL, 10);
+}
+
+/* Lines @from.. of @client have seq @first_seq, @first_seq + 1, ... */
+static void
+assert_consecutive(Client *client, guint from, guint n, guint64 first_seq)
+{
+    ck_assert_uint_ge(client->lines->len, from + n);
+    for (guint i = 0; i < n; i++) {
+        const char *line = client->lines->pdata[from + i];
+
+        ck_assert_msg(line_seq(line) == first_seq + i,
+                      "line %u is %s, expected seq %" G_GUINT64_FORMAT, from + i, line,
+                      first_seq + i);
+    }
+}
+
+/* The value of @name in the answer's headers. */
+static char *
+client_get_header(Client *client, const char *name)
+{
+    g_autofree char *needle = g_strconcat("\r\n", name, ": ", NULL);
+    const char *start = strstr(client->head, needle);
+
+    ck_assert_msg(start, "no %s header in:\n%s", name, client->head);
+    start += strlen(needle);
+    return g_strndup(start, strcspn(start, "\r"));
+}
+
+static JsonObject *
+parse_object(const char *text)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+
+    ck_assert_msg(json_parser_load_from_data(parser, text, -1, &error), "%s: %s", text,
+                  error ? error->message : "");
+    ck_assert(JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)));
+    return json_object_ref(json_node_get_object(json_parser_get_root(parser)));
+}
+
+/* ---- tests ---- */
+
+START_TEST(test_two_clients_one_paused)
+{
+    g_autoptr(Client) reader = NULL;
+    g_autoptr(Client) paused = NULL;
+    g_autofree char *out = NULL;
+    g_auto(GStrv) stdout_lines = NULL;
+
+    start_plegd(NULL, NULL);
+    reader = client_open(NULL, 0);
+    paused = client_open(NULL, 4096);
+    client_wait_head(reader, 200);
+    client_wait_head(paused, 200);
+    wait_metric("plegd_events_clients", 2);
+
+    /* 1000 events while one client reads nothing. */
+    add_pods(500);
+    client_wait_lines(reader, 1000);
+    assert_consecutive(reader, 0, 1000, 1);
+    wait_metric("plegd_events_last_seq", 1000);
+
+    /* The other one resumes: every event, in order, none twice. */
+    client_wait_lines(paused, 1000);
+    assert_consecutive(paused, 0, 1000, 1);
+    for (guint i = 0; i < 1000; i++)
+        ck_assert_str_eq(paused->lines->pdata[i], reader->lines->pdata[i]);
+
+    /* The same objects as on stdout, seq included. */
+    ck_assert(plegd_runner_wait_stdout(fixture.plegd, "{\"seq\":1000,"));
+    out = plegd_runner_get_stdout(fixture.plegd);
+    stdout_lines = g_strsplit(out, "\n", -1);
+    ck_assert_uint_ge(g_strv_length(stdout_lines), 1000);
+    for (guint i = 0; i < 1000; i++)
+        ck_assert_str_eq(stdout_lines[i], reader->lines->pdata[i]);
+    ck_assert_double_eq(
+        get_metric("plegd_events_clients_disconnected_total{reason=\"slow_consumer\"}"), 0);
+}
+END_TEST
+
+/* A client that reads nothing while more events pass than the ring holds is cut off with the
+ * documented last line; the events before it are all there, in order. */
+START_TEST(test_slow_consumer_cut_off)
+{
+    g_autoptr(Client) reader = NULL;
+    g_autoptr(Client) stalled = NULL;
+    g_autoptr(Client) resumed = NULL;
+    g_autoptr(JsonObject) last = NULL;
+    g_autoptr(JsonObject) gone = NULL;
+    g_autofree char *err = NULL;
+    g_autofree char *query = NULL;
+    guint n_events = 0;
+    guint64 last_seq;
+
+    start_plegd("--events-ring-size=1000", NULL);
+    reader = client_open(NULL, 0);
+    stalled = client_open(NULL, 4096);
+    client_wait_head(reader, 200);
+    client_wait_head(stalled, 200);
+
+    /* Bursts of 200 events (the ring holds every burst whole): the reader keeps up, the other
+     * client's unsent events fill the ring and then leave it. */
+    while (get_metric("plegd_events_clients_disconnected_total{reason=\"slow_consumer\"}") == 0) {
+        ck_assert_msg(n_events < 40000, "%u events and no client was cut off", n_events);
+        add_pods(100);
+        n_events += 200;
+        client_wait_lines(reader, n_events);
+    }
+    g_print("a client that did not read was cut off after %u events\n", n_events);
+    assert_consecutive(reader, 0, n_events, 1);
+    ck_assert_msg(!reader->eof, "the client that reads was cut off too");
+
+    /* The stalled client reads now: consecutive events from seq 1, then why it ends. */
+    client_wait_eof(stalled);
+    ck_assert_uint_ge(stalled->lines->len, 2);
+    last = parse_object(stalled->lines->pdata[stalled->lines->len - 1]);
+    ck_assert_str_eq(json_object_get_string_member(last, "reason"), "slow_consumer");
+    ck_assert_msg(
+        g_str_has_prefix(json_object_get_string_member(last, "error"), "slow consumer: seq "), "%s",
+        json_object_get_string_member(last, "error"));
+    assert_consecutive(stalled, 0, stalled->lines->len - 1, 1);
+    last_seq = line_seq(stalled->lines->pdata[stalled->lines->len - 2]);
+    ck_assert_uint_eq((guint64)json_object_get_int_member(last, "next_seq"), last_seq + 1);
+    ck_assert(stalled->body_done);
+
+    /* Resuming after its last event is too late: 410, and the oldest seq kept. */
+    query = g_strdup_printf("?since=%" G_GUINT64_FORMAT, last_seq);
+    resumed = client_open(query, 0);
+    client_wait_eof(resumed);
+    ck_assert_uint_eq(resumed->status, 410);
+    {
+        const char *body = strstr(resumed->raw->str, "{");
+
+        ck_assert_msg(body, "%s", resumed->raw->str);
+        gone = parse_object(body);
+    }
+    ck_assert_str_eq(json_object_get_string_member(gone, "reason"), "gone");
+    ck_assert_uint_gt((guint64)json_object_get_int_member(gone, "oldest_seq"), last_seq + 1);
+    ck_assert_double_eq(get_metric("plegd_events_refused_total{reason=\"gone\"}"), 1);
+
+    err = plegd_runner_get_stderr(fixture.plegd);
+    ck_assert_msg(count_messages(err, "an /events client does not read fast enough") == 1, "%s",
+                  err);
+}
+END_TEST
+
+/* After a disconnect, since=SEQ gives exactly what was missed, then live events. */
+START_TEST(test_resume_after_disconnect)
+{
+    g_autoptr(Client) first = NULL;
+    g_autoptr(Client) again = NULL;
+    g_autoptr(Client) all = NULL;
+    g_autoptr(Client) other = NULL;
+    g_autofree char *instance = NULL;
+    g_autofree char *query = NULL;
+
+    start_plegd(NULL, NULL);
+    first = client_open(NULL, 0);
+    client_wait_head(first, 200);
+    instance = client_get_header(first, "Plegd-Instance");
+    ck_assert_uint_eq(strlen(instance), 36);
+    add_pods(10);
+    client_wait_lines(first, 20);
+    assert_consecutive(first, 0, 20, 1);
+    g_clear_pointer(&first, client_free);
+    wait_metric("plegd_events_clients", 0);
+
+    /* Missed while away. */
+    add_pods(15);
+    wait_metric("plegd_events_last_seq", 50);
+
+    query = g_strdup_printf("?since=20&instance=%s", instance);
+    again = client_open(query, 0);
+    client_wait_head(again, 200);
+    client_wait_lines(again, 30);
+    assert_consecutive(again, 0, 30, 21);
+    add_pods(5);
+    client_wait_lines(again, 40);
+    assert_consecutive(again, 0, 40, 21);
+    /* Nothing twice: a repeated line would come before the next new one. */
+    add_pods(1);
+    client_wait_lines(again, 42);
+    assert_consecutive(again, 0, 42, 21);
+
+    /* The seqs of another plegd process: 410, whatever the seq. */
+    other = client_open("?since=20&instance=0b9e5a52-0000-4000-8000-000000000000", 0);
+    client_wait_eof(other);
+    ck_assert_uint_eq(other->status, 410);
+    ck_assert_msg(strstr(other->raw->str, "plegd restarted"), "%s", other->raw->str);
+
+    /* since=0: everything since plegd started. */
+    all = client_open("?since=0", 0);
+    client_wait_lines(all, 62);
+    assert_consecutive(all, 0, 62, 1);
+}
+END_TEST
+
+#define N_CLIENTS    100
+#define N_STORM_PODS 2500 /* 5000 events */
+/* RSS growth allowed over the storm.  Copies of every line per client would be 100 x 5000 x
+ * ~170 bytes = 85 MB; the ring holds one copy (~1 MB), each client at most one chunk of 16 KiB,
+ * and the PLEG's records and pod cache of 2500 pods some 10 MB (measured: +10 MB during the
+ * storm, +14 MB once every client read everything). */
+#define STORM_RSS_GROWTH_MAX_KIB (32 * 1024)
+
+START_TEST(test_storm_many_clients)
+{
+    g_autoptr(GPtrArray) clients = g_ptr_array_new_with_free_func((GDestroyNotify)client_free);
+    g_autoptr(Client) extra = NULL;
+    guint64 rss_before;
+    guint64 rss_storm;
+    guint64 rss_after;
+
+    start_plegd_full(FALSE, "--events-max-clients=100", NULL);
+    for (guint i = 0; i < N_CLIENTS; i++)
+        g_ptr_array_add(clients, client_open(NULL, 0));
+    for (guint i = 0; i < N_CLIENTS; i++)
+        client_wait_head(clients->pdata[i], 200);
+    wait_metric("plegd_events_clients", N_CLIENTS);
+
+    /* One more than the cap: 503, counted. */
+    extra = client_open(NULL, 0);
+    client_wait_eof(extra);
+    ck_assert_uint_eq(extra->status, 503);
+    ck_assert_msg(strstr(extra->raw->str, "--events-max-clients"), "%s", extra->raw->str);
+    ck_assert_double_eq(get_metric("plegd_events_refused_total{reason=\"too_many_clients\"}"), 1);
+
+    /* The storm, while no client reads. */
+    rss_before = plegd_runner_get_rss_kib(fixture.plegd);
+    add_pods(N_STORM_PODS);
+    wait_metric("plegd_events_last_seq", 2 * N_STORM_PODS);
+    rss_storm = plegd_runner_get_rss_kib(fixture.plegd);
+
+    /* Then every client reads every event, in order. */
+    for (guint i = 0; i < N_CLIENTS; i++) {
+        Client *client = clients->pdata[i];
+
+        client_wait_lines(client, 2 * N_STORM_PODS);
+        assert_consecutive(client, 0, 2 * N_STORM_PODS, 1);
+        g_ptr_array_set_size(client->lines, 0);
+    }
+    rss_after = plegd_runner_get_rss_kib(fixture.plegd);
+    g_print("plegd RSS: %" G_GUINT64_FORMAT " KiB with %u clients, %" G_GUINT64_FORMAT
+            " KiB after %u events, %" G_GUINT64_FORMAT " KiB once all were read\n",
+            rss_before, N_CLIENTS, rss_storm, 2 * N_STORM_PODS, rss_after);
+    ck_assert_msg(rss_storm < rss_before + STORM_RSS_GROWTH_MAX_KIB,
+                  "RSS grew from %" G_GUINT64_FORMAT " to %" G_GUINT64_FORMAT " KiB", rss_before,
+                  rss_storm);
+    ck_assert_msg(rss_after < rss_before + STORM_RSS_GROWTH_MAX_KIB,
+                  "RSS grew from %" G_GUINT64_FORMAT " to %" G_GUINT64_FORMAT " KiB", rss_before,
+                  rss_after);
+    ck_assert_double_eq(
+        get_metric("plegd_events_clients_disconnected_total{reason=\"slow_consumer\"}"), 0);
+}
+END_TEST
+
+/* The idle timeout closes idle connections, never a stream. */
+START_TEST(test_stream_outlives_idle_timeout)
+{
+    g_autoptr(Client) stream = NULL;
+    g_autoptr(GSocket) idle = NULL;
+    g_autoptr(GInetAddress) loopback = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
+    g_autoptr(GSocketAddress) address = NULL;
+    char c;
+
+    start_plegd("--http-idle-timeout=500ms", NULL);
+    stream = client_open(NULL, 0);
+    client_wait_head(stream, 200);
+
+    /* An idle connection opened after the stream: once plegd closed it, the stream has been
+     * idle for longer than the timeout too. */
+    address = g_inet_socket_address_new(loopback, fixture.port);
+    idle = g_socket_new(G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL);
+    g_socket_set_timeout(idle, 30);
+    ck_assert(g_socket_connect(idle, address, NULL, NULL));
+    ck_assert_int_eq(g_socket_receive(idle, &c, 1, NULL, NULL), 0);
+
+    add_pods(1);
+    client_wait_lines(stream, 2);
+    assert_consecutive(stream, 0, 2, 1);
+    ck_assert(!stream->eof);
+}
+END_TEST
+
+/* @query after /events: the status, the body in @ret_body. */
+static guint
+request_events(const char *method, const char *query, char **ret_body, char **ret_type)
+{
+    g_autofree char *url = g_strconcat(fixture.base, "/events", query, NULL);
+
+    return http_request(method, url, ret_body, ret_type);
+}
+
+START_TEST(test_bad_requests)
+{
+    g_autofree char *body = NULL;
+    g_autofree char *type = NULL;
+
+    start_plegd(NULL, NULL);
+    ck_assert_uint_eq(request_events("GET", "?since=yesterday", &body, NULL), 400);
+    ck_assert_msg(strstr(body, "invalid since \"yesterday\""), "%s", body);
+    g_clear_pointer(&body, g_free);
+
+    ck_assert_uint_eq(request_events("GET", "?from=1", &body, NULL), 400);
+    ck_assert_msg(strstr(body, "unknown query parameter \"from\""), "%s", body);
+    g_clear_pointer(&body, g_free);
+
+    /* A seq newer than any (a client of an earlier plegd) cannot be resumed either. */
+    ck_assert_uint_eq(request_events("GET", "?since=7", &body, &type), 410);
+    ck_assert_str_eq(type, "application/json");
+    ck_assert_msg(strstr(body, "seq 7 was never assigned"), "%s", body);
+    g_clear_pointer(&body, g_free);
+    g_clear_pointer(&type, g_free);
+
+    ck_assert_uint_eq(request_events("HEAD", "", NULL, &type), 200);
+    ck_assert_str_eq(type, "application/x-ndjson");
+    ck_assert_uint_eq(request_events("POST", "", NULL, NULL), 405);
+}
+END_TEST
+
+/* SIGTERM ends each stream with a line saying so. */
+START_TEST(test_shutdown_line)
+{
+    g_autoptr(Client) client = NULL;
+    g_autoptr(JsonObject) last = NULL;
+
+    start_plegd(NULL, NULL);
+    client = client_open(NULL, 0);
+    client_wait_head(client, 200);
+    add_pods(2);
+    client_wait_lines(client, 4);
+    ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
+    client_wait_eof(client);
+    ck_assert_uint_eq(client->lines->len, 5);
+    assert_consecutive(client, 0, 4, 1);
+    last = parse_object(client->lines->pdata[4]);
+    ck_assert_str_eq(json_object_get_string_member(last, "reason"), "shutting_down");
+    ck_assert_int_eq(json_object_get_int_member(last, "next_seq"), 5);
+    ck_assert(client->body_done);
+}
+END_TEST
+
+static char *
+read_line_from(GDataInputStream *stream)
+{
+    g_autoptr(GError) error = NULL;
+    char *line = g_data_input_stream_read_line_utf8(stream, NULL, NULL, &error);
+
+    ck_assert_msg(line, "no line: %s", error ? error->message : "end of output");
+    return line;
+}
+
+/* curl -N, and the README's consumer: curl | jq. */
+START_TEST(test_curl)
+{
+    g_autoptr(GSubprocess) curl = NULL;
+    g_autoptr(GSubprocess) pipeline = NULL;
+    g_autoptr(GDataInputStream) curl_out = NULL;
+    g_autoptr(GDataInputStream) jq_out = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonObject) first = NULL;
+    g_autoptr(JsonObject) died = NULL;
+    g_autofree char *url = NULL;
+    g_autofree char *line = NULL;
+    g_autofree char *died_line = NULL;
+    /* Stopped after its first line, should curl or jq hang. */
+    const char *script =
+        "curl -sN \"$0/events\" | jq -c --unbuffered "
+        "'select(.type == \"ContainerDied\") | {seq, pod_uid, container_id, exit_code}'";
+
+    start_plegd(NULL, NULL);
+    url = g_strconcat(fixture.base, "/events", NULL);
+    curl = g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error, "curl", "-sN", url, NULL);
+    ck_assert_msg(curl, "%s", error ? error->message : "");
+    pipeline = g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error, "sh", "-c", script,
+                                fixture.base, NULL);
+    ck_assert_msg(pipeline, "%s", error ? error->message : "");
+    wait_metric("plegd_events_clients", 2);
+
+    {
+        g_autoptr(GError) sim_error = NULL;
+
+        ck_assert(cri_sim_run_command(fixture.sim, "pod p1", NULL, &sim_error));
+        ck_assert(cri_sim_run_command(fixture.sim, "container p1 c1", NULL, &sim_error));
+        ck_assert(cri_sim_run_command(fixture.sim, "start c1", NULL, &sim_error));
+    }
+    curl_out = g_data_input_stream_new(g_subprocess_get_stdout_pipe(curl));
+    line = read_line_from(curl_out);
+    first = parse_object(line);
+    ck_assert_int_eq(json_object_get_int_member(first, "seq"), 1);
+    ck_assert_str_eq(json_object_get_string_member(first, "pod_uid"), "p1");
+
+    wait_metric("plegd_events_last_seq", 2);
+    {
+        g_autoptr(GError) sim_error = NULL;
+
+        ck_assert(cri_sim_run_command(fixture.sim, "exit c1 3", NULL, &sim_error));
+    }
+    jq_out = g_data_input_stream_new(g_subprocess_get_stdout_pipe(pipeline));
+    died_line = read_line_from(jq_out);
+    died = parse_object(died_line);
+    ck_assert_int_eq(json_object_get_int_member(died, "seq"), 3);
+    ck_assert_str_eq(json_object_get_string_member(died, "container_id"), "c1");
+    ck_assert_int_eq(json_object_get_int_member(died, "exit_code"), 3);
+
+    /* Gone clients are noticed without an event to write. */
+    g_subprocess_force_exit(curl);
+    ck_assert(g_subprocess_wait(curl, NULL, NULL));
+    wait_metric("plegd_events_clients", 1);
+    g_subprocess_send_signal(pipeline, SIGTERM);
+    ck_assert(g_subprocess_wait(pipeline, NULL, NULL));
+}
+END_TEST
+
+static Suite *
+plegd_events_suite(void)
+{
+    Suite *suite = suite_create("plegd-events");
+    TCase *tc = tcase_create("events");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_two_clients_one_paused);
+    tcase_add_test(tc, test_slow_consumer_cut_off);
+    tcase_add_test(tc, test_resume_after_disconnect);
+    tcase_add_test(tc, test_storm_many_clients);
+    tcase_add_test(tc, test_stream_outlives_idle_timeout);
+    tcase_add_test(tc, test_bad_requests);
+    tcase_add_test(tc, test_shutdown_line);
+    tcase_add_test(tc, test_curl);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
+
+int
+main(void)
+{
+    SRunner *runner = srunner_create(plegd_events_suite());
+    int n_failed;
+
+    srunner_run_all(runner, CK_NORMAL);
+    n_failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return n_failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
