@@ -5,6 +5,7 @@
  * the host's health checkers, gates and log).
  */
 #include <pleg/pleg-plugin.h>
+#include <string.h>
 #include <systemd/sd-daemon.h>
 
 #include "watchdog-loop.h"
@@ -14,11 +15,32 @@
 /* Declared in watchdog.plugin (Alpha, off): the stall record of issue 14. */
 #define GATE_STALL_DIAGNOSTICS "WatchdogStallDiagnostics"
 
+/* kubelet_watchdog_failures_total{operation,result}: one series per kind of KEP-6247 record.
+ * KEP-6247 writes records to the log only; Prometheus cannot alert on a log, so the same
+ * failures are counted here too, whether or not the gate writes the records and before their
+ * rate limit.  Labels come from the records' closed sets, never a checker name or error text. */
+#define METRIC_FAILURES "kubelet_watchdog_failures_total"
+
+typedef enum {
+    FAILURE_CHECK_ERROR,
+    FAILURE_NOTIFY_ERROR,
+    FAILURE_NOTIFY_EXHAUSTED,
+    N_FAILURES,
+} FailureKind;
+
+static const char *const failure_labels[N_FAILURES][2] = {
+    [FAILURE_CHECK_ERROR] = {WATCHDOG_OPERATION_HEALTH_CHECK, WATCHDOG_RESULT_ERROR},
+    [FAILURE_NOTIFY_ERROR] = {WATCHDOG_OPERATION_NOTIFY, WATCHDOG_RESULT_ERROR},
+    [FAILURE_NOTIFY_EXHAUSTED] = {WATCHDOG_OPERATION_NOTIFY, WATCHDOG_RESULT_EXHAUSTED},
+};
+
 typedef struct {
     const PlegHostServices *services;
     GSource *timer;
     WatchdogLoop *loop;
     WatchdogStall *stall; /* only while the heartbeat runs with WatchdogStallDiagnostics on */
+    PlegMetric *failures; /* NULL: the host refused the name */
+    guint64 counted[N_FAILURES]; /* of the current loop's stats */
 } Watchdog;
 
 /* ---- WatchdogOps ---- */
@@ -135,12 +157,34 @@ static GSourceFuncs timer_funcs = {
     .dispatch = timer_dispatch,
 };
 
+/* The loop's stats only change in watchdog_loop_dispatch(): count what it added. */
+static void
+count_failures(Watchdog *self)
+{
+    WatchdogStats stats;
+    guint64 now[N_FAILURES];
+
+    if (!self->failures)
+        return;
+    watchdog_loop_get_stats(self->loop, &stats);
+    now[FAILURE_CHECK_ERROR] = stats.check_failures;
+    now[FAILURE_NOTIFY_ERROR] = stats.notify_errors;
+    now[FAILURE_NOTIFY_EXHAUSTED] = stats.exhausted;
+    for (int kind = 0; kind < N_FAILURES; kind++) {
+        if (now[kind] > self->counted[kind])
+            self->services->metric_add(self->failures, failure_labels[kind],
+                                       (double)(now[kind] - self->counted[kind]));
+        self->counted[kind] = now[kind];
+    }
+}
+
 static gboolean
 on_timer(gpointer user_data)
 {
     Watchdog *self = user_data;
 
     watchdog_loop_dispatch(self->loop);
+    count_failures(self);
     return G_SOURCE_CONTINUE;
 }
 
@@ -158,6 +202,14 @@ watchdog_init(const PlegHostServices *services, gpointer *ret_state, GError **er
     }
     self = g_new0(Watchdog, 1);
     self->services = services;
+    self->failures = services->metric_register(
+        services->host, PLEG_METRIC_COUNTER, METRIC_FAILURES,
+        "Watchdog failures by KEP-6247 record kind (health checker error, notification error, "
+        "retries exhausted), counted with or without KubeletWatchdogDiagnostics.",
+        (const char *const[]){"operation", "result", NULL}, NULL, 0);
+    /* Every series from the start, so that rates and increase() work from the first scrape. */
+    for (int kind = 0; self->failures && kind < N_FAILURES; kind++)
+        services->metric_add(self->failures, failure_labels[kind], 0);
     *ret_state = self;
     return TRUE;
 }
@@ -227,6 +279,7 @@ watchdog_start(gpointer state, GError **error)
         }
     }
     self->loop = watchdog_loop_new(&watchdog_ops, self, interval_usec);
+    memset(self->counted, 0, sizeof self->counted);
 
     timeout_text = watchdog_format_duration((gint64)timeout_usec);
     interval_text = watchdog_format_duration(interval_usec);
