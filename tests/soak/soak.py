@@ -550,6 +550,10 @@ def main():
                            "plegd_stderr": plegd.stderr_lines()}, f)
     except SetupError as e:
         failures.append(str(e))
+    except Exception as e:  # a driver bug or a dead child: say so, still clean up and count it
+        import traceback
+        traceback.print_exc()
+        failures.append(f"the soak driver stopped: {e!r}")
     finally:
         if sampler:
             sampler.stop_flag.set()
@@ -559,7 +563,7 @@ def main():
             if rc != 0:
                 failures.append(f"plegd exited with {rc} on SIGTERM")
             for _, line in plegd.stderr_lines():
-                if "WARNING" in line or "CRITICAL" in line or "ERROR" in line:
+                if re.search(r"-(WARNING|CRITICAL|ERROR) \*\*", line):
                     failures.append(f"plegd logged: {line}")
         if sim:
             rc = sim.quit()
