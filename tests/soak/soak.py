@@ -502,7 +502,6 @@ def main():
         # A few more relists: nothing late may arrive (a duplicate, a stray Removed).
         if not sampler.wait_relists(3, CATCH_UP_TIMEOUT):
             failures.append("plegd stopped relisting after the churn")
-        t_end = time.monotonic()
         events = plegd.snapshot()
 
         listing = cri_listing(args, endpoint)
@@ -534,12 +533,13 @@ def main():
         n_types = {}
         for e in events:
             n_types[e.get("type")] = n_types.get(e.get("type"), 0) + 1
-        unseen = sum(1 for o in objects.values()
-                     if not any(e.get("container_id") == o.id for e in events))
-        log(f"plegd: {len(events)} events ({', '.join(f'{k} {v}' for k, v in sorted(n_types.items()))}), "
+        reported = soakcheck.events_by_id(events)
+        unseen = sum(1 for o in objects.values() if o.id not in reported)
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(n_types.items()))
+        log(f"plegd: {len(events)} events ({kinds}), "
             f"{relists[-1][2] if relists else 0} global relists, {evented:.0f} events from "
             f"evented relists, watcher connected {reconnects:.0f} times; {unseen} of "
-            f"{len(objects)} objects lived too briefly to be reported")
+            f"{len(objects)} objects were never reported (too brief, or still CREATED)")
         log(f"resources ({len(samples)} samples): {soakcheck.growth_summary(samples, BOUNDS)}")
 
         if args.trace:
