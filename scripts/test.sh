@@ -3,19 +3,21 @@
 #
 # The whole test suite, as root on Debian 12: installs what the build and the tests need, then runs
 # its stages, each a meson test run over one build:
-#   main      every suite, built with -Dwerror=true in $BUILD_DIR (default build-test); the
-#             integration suite starts its own private containerd
+#   main      every suite but soak, built with -Dwerror=true in $BUILD_DIR (default build-test);
+#             the integration suite starts its own private containerd
 #   valgrind  the unit suite again under valgrind
+#   soak      scripts/soak.sh: plegd against cri-sim with churn and faults for $SOAK_DURATION
+#             (default 120s), over the same build
 # The last line is "N passed, N failed" over every stage; a skipped test counts as failed, and so
 # does a stage whose build fails.  Exits non-zero on any failure.
 #
-# STAGES="main valgrind" runs only the stages named.
+# STAGES="main valgrind soak" runs only the stages named.
 
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build-test}
-STAGES=${STAGES:-main valgrind}
+STAGES=${STAGES:-main valgrind soak}
 
 bash scripts/install-deps.sh
 
@@ -53,10 +55,11 @@ wants() {
     [[ " $STAGES " == *" $1 "* ]]
 }
 
-if wants main || wants valgrind; then
+if wants main || wants valgrind || wants soak; then
     if configure "$BUILD_DIR" -Dwerror=true; then
-        wants main && stage main "$BUILD_DIR"
+        wants main && stage main "$BUILD_DIR" --no-suite soak
         wants valgrind && stage valgrind "$BUILD_DIR" --setup=valgrind --suite unit
+        wants soak && stage soak "$BUILD_DIR" --suite soak
     else
         echo "test.sh: the build in $BUILD_DIR failed" >&2
         build_failures=$((build_failures + 1))

@@ -824,6 +824,49 @@ START_TEST(test_away_and_back)
 }
 END_TEST
 
+/* The soak (scripts/soak.sh) churns through commands while the runtime is away: pods and
+ * containers made, exited and removed meanwhile are what the listing shows once it is back. */
+START_TEST(test_away_changes_kept)
+{
+    g_autoptr(Runtime__V1__ListPodSandboxResponse) pods = NULL;
+    g_autoptr(Runtime__V1__ListContainersResponse) containers = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *const during[] = {"pod u2", "container u2 c2", "start c2", "container u2 c3",
+                                  "exit c3 42", "rm c1", "rmp u1"};
+
+    assert_ok(cri_sim_run_command(sim, "pod u1", NULL, &error), error);
+    assert_ok(cri_sim_run_command(sim, "container u1 c1", NULL, &error), error);
+    assert_ok(cri_sim_run_command(sim, "start c1", NULL, &error), error);
+    assert_ok(cri_sim_run_command(sim, "away -1 stale-socket", NULL, &error), error);
+    for (guint i = 0; i < G_N_ELEMENTS(during); i++)
+        assert_ok(cri_sim_run_command(sim, during[i], NULL, &error), error);
+    ck_assert(!cri_sim_is_serving(sim));
+    assert_ok(cri_sim_run_command(sim, "back", NULL, &error), error);
+    ck_assert(wait_version(20 * G_USEC_PER_SEC));
+
+    pods = list_pods(NULL);
+    ck_assert_uint_eq(pods->n_items, 1);
+    ck_assert_str_eq(pods->items[0]->id, "sb-u2");
+    ck_assert_int_eq(pods->items[0]->state, RUNTIME__V1__POD_SANDBOX_STATE__SANDBOX_READY);
+    containers = list_containers(NULL);
+    ck_assert_uint_eq(containers->n_containers, 2);
+    for (guint i = 0; i < containers->n_containers; i++) {
+        const Runtime__V1__Container *c = containers->containers[i];
+
+        ck_assert_str_eq(c->pod_sandbox_id, "sb-u2");
+        if (g_str_equal(c->id, "c2"))
+            ck_assert_int_eq(c->state, RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING);
+        else {
+            g_autoptr(Runtime__V1__ContainerStatusResponse) response = NULL;
+
+            ck_assert_str_eq(c->id, "c3");
+            ck_assert_int_eq(c->state, RUNTIME__V1__CONTAINER_STATE__CONTAINER_EXITED);
+            ck_assert_int_eq(container_status("c3", &response)->exit_code, 42);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_away_stale_socket)
 {
     g_autoptr(CriStream) stream = NULL;
@@ -1374,6 +1417,7 @@ cri_sim_suite(void)
 
     tcase_add_checked_fixture(server, setup, teardown);
     tcase_add_test(server, test_away_and_back);
+    tcase_add_test(server, test_away_changes_kept);
     tcase_add_test(server, test_away_stale_socket);
     tcase_add_test(server, test_away_timed);
     tcase_add_test(server, test_delay);
