@@ -17,76 +17,8 @@
 
 #define EXIT_BAD_FLAG 2
 
-#define DEFAULT_RUNTIME_REQUEST_TIMEOUT "2m"
-#define DEFAULT_RELIST_PERIOD           "1s"
-#define DEFAULT_RELIST_THRESHOLD        "3m"
-#define DEFAULT_METRICS_BIND_ADDRESS    "127.0.0.1:10388"
-
 /* On SIGTERM, how long events already generated may take to reach a slow reader of stdout. */
 #define STOP_FLUSH_TIMEOUT_USEC (1 * G_USEC_PER_SEC)
-
-/* Settings that the command line and the [plegd] group of --config share; a key of the group
- * is the long flag without its dashes, with the same syntax. */
-typedef enum {
-    SETTING_ENDPOINT,
-    SETTING_TIMEOUT,
-    SETTING_PERIOD,
-    SETTING_THRESHOLD,
-    SETTING_METRICS_ADDRESS,
-    SETTING_PLUGIN_DIR,
-    SETTING_DISABLE_PLUGINS,
-    SETTING_REQUIRE_PLUGINS,
-    N_SETTINGS,
-} SettingId;
-
-static const char *const setting_names[N_SETTINGS] = {
-    [SETTING_ENDPOINT] = "container-runtime-endpoint",
-    [SETTING_TIMEOUT] = "runtime-request-timeout",
-    [SETTING_PERIOD] = "relist-period",
-    [SETTING_THRESHOLD] = "relist-threshold",
-    [SETTING_METRICS_ADDRESS] = "metrics-bind-address",
-    [SETTING_PLUGIN_DIR] = "plugin-dir",
-    [SETTING_DISABLE_PLUGINS] = "disable-plugins",
-    [SETTING_REQUIRE_PLUGINS] = "require-plugins",
-};
-
-#define CONFIG_GROUP       "plegd"
-#define CONFIG_GATES_GROUP "FeatureGates"
-
-typedef struct {
-    char *values[N_SETTINGS];         /* NULL: not set */
-    const char *origins[N_SETTINGS]; /* the --config file a value came from, NULL: command line */
-} Settings;
-
-typedef struct {
-    char *endpoint;
-    char *endpoint_origin; /* NULL: command line or default */
-    gint64 runtime_request_timeout_usec;
-    gint64 relist_period_usec;
-    gint64 relist_threshold_usec;
-    GInetSocketAddress *metrics_address; /* NULL: no HTTP server */
-    PlegFeatureGates *feature_gates;
-    char *plugin_dir; /* NULL: the build-time default */
-    GStrv disabled_plugins;
-    GStrv required_plugins;
-    gboolean version;
-    /* Test hooks (hidden options), 0: the default. */
-    gint64 http_idle_timeout_usec;
-    guint64 stdout_max_backlog;
-} Options;
-
-static void
-options_clear(Options *options)
-{
-    g_clear_pointer(&options->endpoint, g_free);
-    g_clear_pointer(&options->endpoint_origin, g_free);
-    g_clear_object(&options->metrics_address);
-    g_clear_pointer(&options->feature_gates, pleg_feature_gates_free);
-    g_clear_pointer(&options->plugin_dir, g_free);
-    g_clear_pointer(&options->disabled_plugins, g_strfreev);
-    g_clear_pointer(&options->required_plugins, g_strfreev);
-}
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Options, options_clear)
 
 typedef struct {
     GMainLoop *loop;
@@ -137,288 +69,6 @@ setup_logging(void)
     /* stdout carries the events. */
     g_log_writer_default_set_use_stderr(TRUE);
     g_log_set_writer_func(log_writer, NULL, NULL);
-}
-
-/* ---- command line and configuration file ---- */
-
-static void
-settings_clear(Settings *settings)
-{
-    for (int i = 0; i < N_SETTINGS; i++)
-        g_clear_pointer(&settings->values[i], g_free);
-}
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Settings, settings_clear)
-
-static gboolean
-bad_setting(GError **error, const Settings *settings, SettingId id, const char *why)
-{
-    const char *origin = settings->origins[id];
-
-    if (origin)
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid %s \"%s\" in [" CONFIG_GROUP "] of %s: %s", setting_names[id],
-                    settings->values[id], origin, why);
-    else
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --%s \"%s\": %s",
-                    setting_names[id], settings->values[id], why);
-    return FALSE;
-}
-
-static gboolean
-parse_period(const Settings *settings, SettingId id, const char *fallback, gint64 *ret_usec,
-             GError **error)
-{
-    g_autoptr(GError) local_error = NULL;
-    const char *text = settings->values[id] ?: fallback;
-    gint64 usec;
-
-    if (!pleg_duration_parse(text, &usec, &local_error))
-        return bad_setting(error, settings, id, local_error->message);
-    /* Durations are kept in microseconds: 999ns would silently become 0. */
-    if (usec <= 0)
-        return bad_setting(error, settings, id, "must be at least 1µs");
-    *ret_usec = usec;
-    return TRUE;
-}
-
-static gboolean
-is_plugin_name(const char *name)
-{
-    if (name[0] == '\0')
-        return FALSE;
-    for (const char *c = name; *c; c++) {
-        if (!g_ascii_islower(*c) && !g_ascii_isdigit(*c) && *c != '-')
-            return FALSE;
-    }
-    return TRUE;
-}
-
-/* "a, b,c" -> {"a", "b", "c"}; empty items are skipped. */
-static gboolean
-parse_plugin_list(const Settings *settings, SettingId id, GStrv *ret_names, GError **error)
-{
-    g_auto(GStrv) items = NULL;
-    g_autoptr(GStrvBuilder) names = g_strv_builder_new();
-
-    if (!settings->values[id]) {
-        *ret_names = NULL;
-        return TRUE;
-    }
-    items = g_strsplit(settings->values[id], ",", -1);
-    for (char **item = items; *item; item++) {
-        g_strstrip(*item);
-        if ((*item)[0] == '\0')
-            continue;
-        if (!is_plugin_name(*item)) {
-            g_autofree char *why =
-                g_strdup_printf("\"%s\" is not a plugin name ([a-z0-9-]+)", *item);
-
-            return bad_setting(error, settings, id, why);
-        }
-        g_strv_builder_add(names, *item);
-    }
-    *ret_names = g_strv_builder_end(names);
-    return TRUE;
-}
-
-/* Fills the settings the command line left unset from the [plegd] group of @path and applies
- * its [FeatureGates] group to @gates. */
-static gboolean
-load_config_file(const char *path, Settings *settings, PlegFeatureGates *gates, GError **error)
-{
-    g_autoptr(GKeyFile) key_file = g_key_file_new();
-    g_autoptr(GError) local_error = NULL;
-    g_auto(GStrv) groups = NULL;
-    g_auto(GStrv) keys = NULL;
-
-    if (!g_key_file_load_from_file(key_file, path, G_KEY_FILE_NONE, &local_error)) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --config \"%s\": %s",
-                    path, local_error->message);
-        return FALSE;
-    }
-
-    /* Anything else is most likely a typo that would silently change nothing. */
-    groups = g_key_file_get_groups(key_file, NULL);
-    for (char **group = groups; *group; group++) {
-        if (!g_str_equal(*group, CONFIG_GROUP) && !g_str_equal(*group, CONFIG_GATES_GROUP)) {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid --config \"%s\": unknown group [%s] (expected [" CONFIG_GROUP
-                        "] or [" CONFIG_GATES_GROUP "])",
-                        path, *group);
-            return FALSE;
-        }
-    }
-
-    keys = g_key_file_get_keys(key_file, CONFIG_GROUP, NULL, NULL);
-    for (char **key = keys; key && *key; key++) {
-        int id;
-
-        for (id = 0; id < N_SETTINGS; id++) {
-            if (g_str_equal(*key, setting_names[id]))
-                break;
-        }
-        if (id == N_SETTINGS) {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid --config \"%s\": unknown key \"%s\" in [" CONFIG_GROUP "]", path,
-                        *key);
-            return FALSE;
-        }
-        if (settings->values[id])
-            continue; /* the command line wins */
-        settings->values[id] = g_key_file_get_string(key_file, CONFIG_GROUP, *key, &local_error);
-        if (!settings->values[id]) {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid --config \"%s\": %s", path, local_error->message);
-            return FALSE;
-        }
-        settings->origins[id] = path;
-    }
-
-    if (!pleg_feature_gates_load_key_file(gates, key_file, &local_error)) {
-        /* The message names the group. */
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --config \"%s\": %s",
-                    path, local_error->message);
-        return FALSE;
-    }
-    return TRUE;
-}
-
-static gboolean
-parse_options(int *argc, char ***argv, Options *ret_options, GError **error)
-{
-    g_auto(Settings) settings = {0};
-    g_autofree char *config_file = NULL;
-    g_autofree char *feature_gates = NULL;
-    g_autofree char *http_idle_timeout = NULL;
-    g_autofree char *stdout_max_backlog = NULL;
-    gboolean version = FALSE;
-    const GOptionEntry entries[] = {
-        {"config", 0, 0, G_OPTION_ARG_FILENAME, &config_file,
-         "Read settings from this key file (see below)", "FILE"},
-        {"container-runtime-endpoint", 0, 0, G_OPTION_ARG_STRING,
-         &settings.values[SETTING_ENDPOINT],
-         "CRI endpoint (default " PLEG_DEFAULT_CRI_ENDPOINT ")", "ENDPOINT"},
-        {"runtime-request-timeout", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_TIMEOUT],
-         "Deadline of each CRI call (default " DEFAULT_RUNTIME_REQUEST_TIMEOUT ")", "DURATION"},
-        {"relist-period", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_PERIOD],
-         "Time between global relists (default " DEFAULT_RELIST_PERIOD ")", "DURATION"},
-        {"relist-threshold", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_THRESHOLD],
-         "PLEG health threshold (default " DEFAULT_RELIST_THRESHOLD ")", "DURATION"},
-        {"metrics-bind-address", 0, 0, G_OPTION_ARG_STRING,
-         &settings.values[SETTING_METRICS_ADDRESS],
-         "Serve /metrics and /healthz here; \"\" disables, port 0 picks a free port "
-         "(default " DEFAULT_METRICS_BIND_ADDRESS ")",
-         "IP:PORT"},
-        {"feature-gates", 0, 0, G_OPTION_ARG_STRING, &feature_gates,
-         "Feature gates, e.g. EventedPLEG=true", "NAME=BOOL,..."},
-        {"plugin-dir", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_PLUGIN_DIR],
-         "Load plugins from DIR (several: DIR1:DIR2, searched in order); \"\" loads none (default: libpleg's plugin directory)", "DIR"},
-        {"disable-plugins", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_DISABLE_PLUGINS],
-         "Do not load these plugins", "NAME,..."},
-        {"require-plugins", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_REQUIRE_PLUGINS],
-         "Exit when one of these plugins does not start", "NAME,..."},
-        {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
-        /* Test hooks: limits that tests cannot wait for or fill at their defaults. */
-        {"http-idle-timeout", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &http_idle_timeout,
-         "Close HTTP connections idle for this long", "DURATION"},
-        {"stdout-max-backlog", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &stdout_max_backlog,
-         "Exit when this many bytes of events wait for the reader of stdout", "BYTES"},
-        {NULL},
-    };
-    g_autoptr(GOptionContext) context = g_option_context_new(NULL);
-    g_autoptr(PlegFeatureGates) gates = pleg_feature_gates_new();
-    g_autoptr(GInetSocketAddress) address = NULL;
-    g_autoptr(GError) local_error = NULL;
-    const char *metrics_address;
-    g_auto(Options) parsed = {0};
-
-    g_option_context_set_summary(
-        context, "Runs libpleg's plugin host (the Generic PLEG and its plugins) against a CRI "
-                 "runtime and prints each PodLifecycleEvent as a JSON line on stdout.");
-    g_option_context_set_description(
-        context,
-        "--config FILE is a key file: its [plegd] group takes the long options above without "
-        "their\ndashes (e.g. relist-period=500ms, disable-plugins=evented), its [FeatureGates] "
-        "group\nName=true|false lines.  The command line wins over the file; --feature-gates is "
-        "applied\nafter [FeatureGates].\n"
-        "Logs go to stderr; G_MESSAGES_DEBUG=plegd,pleg shows debug logs.\n"
-        "Durations use Go syntax: 500ms, 1s, 3m, 1h30m.");
-    g_option_context_add_main_entries(context, entries, NULL);
-    if (!g_option_context_parse(context, argc, argv, error))
-        return FALSE;
-    if (*argc > 1) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "unexpected argument \"%s\"",
-                    (*argv)[1]);
-        return FALSE;
-    }
-    if (version) {
-        ret_options->version = TRUE;
-        return TRUE;
-    }
-
-    if (config_file && !load_config_file(config_file, &settings, gates, error))
-        return FALSE;
-    if (feature_gates && !pleg_feature_gates_parse(gates, feature_gates, &local_error)) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid --feature-gates \"%s\": %s", feature_gates, local_error->message);
-        return FALSE;
-    }
-
-    if (!parse_period(&settings, SETTING_TIMEOUT, DEFAULT_RUNTIME_REQUEST_TIMEOUT,
-                      &parsed.runtime_request_timeout_usec, error) ||
-        !parse_period(&settings, SETTING_PERIOD, DEFAULT_RELIST_PERIOD,
-                      &parsed.relist_period_usec, error) ||
-        !parse_period(&settings, SETTING_THRESHOLD, DEFAULT_RELIST_THRESHOLD,
-                      &parsed.relist_threshold_usec, error))
-        return FALSE;
-    /* A threshold shorter than the period would report a healthy PLEG unhealthy between relists. */
-    if (parsed.relist_threshold_usec < parsed.relist_period_usec)
-        return bad_setting(error, &settings, SETTING_THRESHOLD,
-                           "must not be shorter than --relist-period");
-
-    metrics_address = settings.values[SETTING_METRICS_ADDRESS] ?: DEFAULT_METRICS_BIND_ADDRESS;
-    if (metrics_address[0] != '\0' &&
-        !plegd_parse_bind_address(metrics_address, &address, &local_error))
-        return bad_setting(error, &settings, SETTING_METRICS_ADDRESS, local_error->message);
-
-    if (!parse_plugin_list(&settings, SETTING_DISABLE_PLUGINS, &parsed.disabled_plugins, error) ||
-        !parse_plugin_list(&settings, SETTING_REQUIRE_PLUGINS, &parsed.required_plugins, error))
-        return FALSE;
-    for (char **name = parsed.required_plugins; name && *name; name++) {
-        if (parsed.disabled_plugins &&
-            g_strv_contains((const char *const *)parsed.disabled_plugins, *name)) {
-            g_autofree char *why =
-                g_strdup_printf("plugin %s is also in disable-plugins", *name);
-
-            return bad_setting(error, &settings, SETTING_REQUIRE_PLUGINS, why);
-        }
-    }
-
-    if (http_idle_timeout &&
-        (!pleg_duration_parse(http_idle_timeout, &parsed.http_idle_timeout_usec, &local_error) ||
-         parsed.http_idle_timeout_usec <= 0)) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid --http-idle-timeout \"%s\": %s", http_idle_timeout,
-                    local_error ? local_error->message : "must be a positive duration");
-        return FALSE;
-    }
-    if (stdout_max_backlog &&
-        !g_ascii_string_to_unsigned(stdout_max_backlog, 10, 1, G_MAXSIZE,
-                                    &parsed.stdout_max_backlog, &local_error)) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid --stdout-max-backlog \"%s\": %s", stdout_max_backlog,
-                    local_error->message);
-        return FALSE;
-    }
-
-    parsed.endpoint = g_strdup(settings.values[SETTING_ENDPOINT] ?: PLEG_DEFAULT_CRI_ENDPOINT);
-    parsed.endpoint_origin = g_strdup(settings.origins[SETTING_ENDPOINT]);
-    parsed.plugin_dir = g_steal_pointer(&settings.values[SETTING_PLUGIN_DIR]);
-    parsed.metrics_address = g_steal_pointer(&address);
-    parsed.feature_gates = g_steal_pointer(&gates);
-    *ret_options = parsed;
-    memset(&parsed, 0, sizeof parsed);
-    return TRUE;
 }
 
 /* ---- main loop callbacks ---- */
@@ -537,7 +187,7 @@ log_plugins(PlegHost *host)
 /* ---- the program ---- */
 
 static int
-run(const Options *options)
+run(const PlegdOptions *options)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(PlegdRelistMonitor) monitor = NULL;
@@ -565,7 +215,7 @@ run(const Options *options)
     host = pleg_host_new(&config, options->feature_gates, NULL, &error);
     if (!host) {
         if (options->endpoint_origin)
-            g_printerr("plegd: invalid container-runtime-endpoint \"%s\" in [" CONFIG_GROUP
+            g_printerr("plegd: invalid container-runtime-endpoint \"%s\" in [" PLEGD_CONFIG_GROUP
                        "] of %s: %s\n",
                        options->endpoint, options->endpoint_origin, error->message);
         else
@@ -676,14 +326,14 @@ open_standard_fds(void)
 int
 main(int argc, char **argv)
 {
-    g_auto(Options) options = {0};
+    g_auto(PlegdOptions) options = {0};
     g_autoptr(GError) error = NULL;
     gboolean stdout_closed = open_standard_fds();
 
     setlocale(LC_ALL, "");
     setup_logging();
 
-    if (!parse_options(&argc, &argv, &options, &error)) {
+    if (!plegd_options_parse(&argc, &argv, &options, &error)) {
         g_printerr("plegd: %s\n", error->message);
         g_printerr("Run 'plegd --help' to list the options.\n");
         return EXIT_BAD_FLAG;
