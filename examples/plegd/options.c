@@ -137,6 +137,26 @@ parse_plugin_list(const Settings *settings, SettingId id, GStrv *ret_names, GErr
     return TRUE;
 }
 
+/* GOption converts text arguments from the locale's encoding and fails with a G_CONVERT_ERROR
+ * that names no argument: name the first that does not convert. */
+static gboolean
+bad_argument_encoding(int argc, char **argv, const GError *cause, GError **error)
+{
+    for (int i = 1; i < argc; i++) {
+        g_autofree char *text = g_locale_to_utf8(argv[i], -1, NULL, NULL, NULL);
+
+        if (!text) {
+            g_autofree char *escaped = g_strescape(argv[i], NULL);
+
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid argument \"%s\": %s", escaped, cause->message);
+            return FALSE;
+        }
+    }
+    g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, cause->message);
+    return FALSE;
+}
+
 /* Fills the settings the command line left unset from the [plegd] group of @path and applies
  * its [FeatureGates] group to @gates. */
 static gboolean
@@ -260,8 +280,12 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
         "Logs go to stderr; G_MESSAGES_DEBUG=plegd,pleg shows debug logs.\n"
         "Durations use Go syntax: 500ms, 1s, 3m, 1h30m.");
     g_option_context_add_main_entries(context, entries, NULL);
-    if (!g_option_context_parse(context, argc, argv, error))
+    if (!g_option_context_parse(context, argc, argv, &local_error)) {
+        if (local_error->domain != G_OPTION_ERROR)
+            return bad_argument_encoding(*argc, *argv, local_error, error);
+        g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
+    }
     if (*argc > 1) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "unexpected argument \"%s\"",
                     (*argv)[1]);
