@@ -14,6 +14,9 @@ packages=(
     libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
     # tests
     check valgrind prometheus
+    # the fuzz stage: tests/fuzz built as libFuzzer targets (clang's -fsanitize=fuzzer, whose
+    # runtime is in libclang-rt-14-dev)
+    clang libclang-rt-14-dev
     systemd # systemd-analyze verify, for the installed plegd.service
     # a real runtime for tests/integration and the demo; busybox and a static libc build its image
     containerd runc busybox-static libc6-dev

@@ -6,6 +6,10 @@
 #   main      every suite, built with -Dwerror=true in $BUILD_DIR (default build-test); the
 #             integration suite starts its own private containerd
 #   valgrind  the unit suite again under valgrind
+#   fuzz      tests/fuzz built with clang as libFuzzer targets (ASan, UBSan) in $FUZZ_BUILD_DIR
+#             (default build-fuzz); each target fuzzes for FUZZ_SECONDS (default 60) from its
+#             seeds and regressions (suite fuzz), after replaying them once (suite fuzz-replay,
+#             which the main stage runs too, uninstrumented)
 # The last line is "N passed, N failed" over every stage; a skipped test counts as failed, and so
 # does a stage whose build fails.  Exits non-zero on any failure.
 #
@@ -15,7 +19,9 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build-test}
-STAGES=${STAGES:-main valgrind}
+FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+STAGES=${STAGES:-main valgrind fuzz}
 
 bash scripts/install-deps.sh
 
@@ -59,6 +65,18 @@ if wants main || wants valgrind; then
         wants valgrind && stage valgrind "$BUILD_DIR" --setup=valgrind --suite unit
     else
         echo "test.sh: the build in $BUILD_DIR failed" >&2
+        build_failures=$((build_failures + 1))
+    fi
+fi
+
+# clang's -Wunused-variable flags g_autoptr() scope guards (GMutexLocker) that gcc accepts, so this
+# build does not use -Dwerror; the main stage builds everything with -Dwerror=true.
+if wants fuzz; then
+    if CC=clang configure "$FUZZ_BUILD_DIR" -Dfuzzing=true -Db_lundef=false \
+        -Dfuzz_seconds="$FUZZ_SECONDS"; then
+        stage fuzz "$FUZZ_BUILD_DIR" --suite fuzz-replay --suite fuzz
+    else
+        echo "test.sh: the build in $FUZZ_BUILD_DIR failed" >&2
         build_failures=$((build_failures + 1))
     fi
 fi
