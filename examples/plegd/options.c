@@ -201,8 +201,10 @@ load_config_file(const char *path, Settings *settings, PlegFeatureGates *gates, 
         }
         if (settings->values[id])
             continue; /* the command line wins */
+        /* A value with a bad escape comes back, partly unescaped, with the error set. */
         settings->values[id] = g_key_file_get_string(key_file, CONFIG_GROUP, *key, &local_error);
-        if (!settings->values[id]) {
+        if (local_error) {
+            g_clear_pointer(&settings->values[id], g_free);
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                         "invalid --config \"%s\": %s", path, local_error->message);
             return FALSE;
