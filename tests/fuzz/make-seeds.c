@@ -302,35 +302,47 @@ cri_listing_seeds(const char *dir)
         write_seed(dir, "orphans-and-pod-relists", b);
     }
 
-    /* 20 pods of 3 containers; every other pod's containers exit. */
+    /* One sandbox id listed for two pods (CRI ids are unique: a misbehaving runtime). */
+    {
+        const SandboxSpec twins[] = {{"sb1", "uid-1", TRUE}, {"sb1", "uid-2", TRUE}};
+
+        add_sandboxes(b, twins, G_N_ELEMENTS(twins));
+        add_containers(b, running, G_N_ELEMENTS(running));
+        add_relist(b);
+        add_record(b, RELIST_POD, (const guint8 *)"uid-1", 5);
+        add_record(b, RELIST_POD, (const guint8 *)"uid-2", 5);
+        write_seed(dir, "one-sandbox-id-two-pods", b);
+    }
+
+    /* 8 pods of 2 containers; every other pod's containers exit. */
     {
         g_autoptr(GPtrArray) strings = g_ptr_array_new_with_free_func(g_free);
-        SandboxSpec pods[20];
-        ContainerSpec containers[60];
+        SandboxSpec pods[8];
+        ContainerSpec containers[16];
 
-        for (int i = 0; i < 20; i++) {
+        for (int i = 0; i < 8; i++) {
             char *sb = g_strdup_printf("sandbox-%02d", i);
             char *uid = g_strdup_printf("8a1f0c2e-%04d-4e7b-9a53-%012d", i, i);
 
             g_ptr_array_add(strings, sb);
             g_ptr_array_add(strings, uid);
             pods[i] = (SandboxSpec){sb, uid, TRUE};
-            for (int j = 0; j < 3; j++) {
+            for (int j = 0; j < 2; j++) {
                 char *id = g_strdup_printf("container-%02d-%d", i, j);
 
                 g_ptr_array_add(strings, id);
-                containers[i * 3 + j] = (ContainerSpec){id, sb, uid, RUNNING};
+                containers[i * 2 + j] = (ContainerSpec){id, sb, uid, RUNNING};
             }
         }
-        add_sandboxes(b, pods, 20);
-        add_containers(b, containers, 60);
+        add_sandboxes(b, pods, 8);
+        add_containers(b, containers, 16);
         add_relist(b);
-        for (int i = 0; i < 60; i += 6)
-            for (int j = 0; j < 3; j++)
+        for (int i = 0; i < 16; i += 4)
+            for (int j = 0; j < 2; j++)
                 containers[i + j].state = EXITED;
-        add_containers(b, containers, 60);
+        add_containers(b, containers, 16);
         add_relist(b);
-        write_seed(dir, "twenty-pods", b);
+        write_seed(dir, "eight-pods", b);
     }
 }
 
