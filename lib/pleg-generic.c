@@ -906,7 +906,35 @@ pleg_generic_relist(PlegGeneric *pleg, GError **error)
     return relist_global(pleg, &timestamp_ns, error);
 }
 
-/* Lists one pod only: its sandboxes and their containers. */
+/* Whether the pod as last listed holds a container whose sandbox was not listed: a global
+ * relist gave it to the pod by its io.kubernetes.pod.uid label (group_pods()). */
+static gboolean
+has_containers_by_label(PlegGeneric *pleg, const char *pod_uid)
+{
+    const PodRecord *rec;
+    gboolean ret = FALSE;
+
+    g_mutex_lock(&pleg->state_lock);
+    rec = g_hash_table_lookup(pleg->records, pod_uid);
+    for (guint i = 0; rec && rec->current && !ret && i < rec->current->containers->len; i++) {
+        const PodEntry *c = g_ptr_array_index(rec->current->containers, i);
+
+        ret = TRUE;
+        for (guint j = 0; ret && j < rec->current->sandboxes->len; j++) {
+            const PodEntry *s = g_ptr_array_index(rec->current->sandboxes, j);
+
+            if (g_strcmp0(c->sandbox_id, s->id) == 0)
+                ret = FALSE;
+        }
+    }
+    g_mutex_unlock(&pleg->state_lock);
+    return ret;
+}
+
+/* Lists one pod only: its sandboxes and their containers.  A pod that holds containers by
+ * their label alone is listed as a global relist lists it (everything, then grouped), or its
+ * per-pod relist would find those containers removed and the next global relist find them
+ * again. */
 static gboolean
 list_pod(PlegGeneric *pleg, const char *pod_uid, PodSnapshot **ret_pod, GError **error)
 {
@@ -915,6 +943,19 @@ list_pod(PlegGeneric *pleg, const char *pod_uid, PodSnapshot **ret_pod, GError *
     g_autoptr(GPtrArray) containers =
         g_ptr_array_new_with_free_func((GDestroyNotify)pleg_container_free);
     g_autoptr(GHashTable) pods = NULL;
+
+    if (has_containers_by_label(pleg, pod_uid)) {
+        g_autoptr(GPtrArray) all_containers = NULL;
+
+        if (!pleg_runtime_list_pod_sandboxes(pleg->runtime, &sandboxes, pleg->cancellable,
+                                             error) ||
+            !pleg_runtime_list_containers(pleg->runtime, NULL, &all_containers,
+                                          pleg->cancellable, error))
+            return FALSE;
+        pods = group_pods(sandboxes, all_containers);
+        *ret_pod = pod_snapshot_ref(g_hash_table_lookup(pods, pod_uid));
+        return TRUE;
+    }
 
     if (!pleg_runtime_list_pod_sandboxes_of_pod(pleg->runtime, pod_uid, &sandboxes,
                                                 pleg->cancellable, error))

@@ -14,6 +14,9 @@ packages=(
     libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
     # tests
     check valgrind prometheus
+    # the fuzz stage: tests/fuzz built as libFuzzer targets (clang's -fsanitize=fuzzer, whose
+    # runtime is in libclang-rt-14-dev)
+    clang libclang-rt-14-dev
     systemd # systemd-analyze verify, for the installed plegd.service
     curl jq # the plegd-events test runs README's `curl -sN .../events | jq` consumer
     scdoc   # builds the manual pages plegd(8) and libpleg(3) from doc/man/*.scd.in

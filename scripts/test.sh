@@ -8,6 +8,10 @@
 #   valgrind  the unit suite again under valgrind
 #   soak      scripts/soak.sh: plegd against cri-sim with churn and faults for $SOAK_DURATION
 #             (default 120s), over the same build
+#   fuzz      tests/fuzz built with clang as libFuzzer targets (ASan, UBSan) in $FUZZ_BUILD_DIR
+#             (default build-fuzz); each target fuzzes for FUZZ_SECONDS (default 60) from its
+#             seeds and regressions (suite fuzz), after replaying them once (suite fuzz-replay,
+#             which the main stage runs too, uninstrumented)
 # The last line is "N passed, N failed" over every stage; a skipped test counts as failed, and so
 # does a stage whose build fails.  Exits non-zero on any failure.
 #
@@ -17,14 +21,17 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build-test}
-STAGES=${STAGES:-main valgrind soak}
+FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+STAGES=${STAGES:-main valgrind soak fuzz}
 
 bash scripts/install-deps.sh
 
 results=()     # one meson testlog JSON per stage that ran
 build_failures=0
 
-# configure DIR MESON-SETUP-ARGS...: set up (or reconfigure) and build DIR.
+# configure DIR MESON-SETUP-ARGS...: set up (or reconfigure) and build DIR; with BUILD_TARGETS
+# set, only those ninja targets.
 configure() {
     local dir=$1
     shift
@@ -33,7 +40,7 @@ configure() {
     else
         meson setup "$dir" "$@"
     fi
-    ninja -C "$dir"
+    ninja -C "$dir" ${BUILD_TARGETS:-}
 }
 
 # stage NAME DIR MESON-TEST-ARGS...: one meson test run whose log is DIR/meson-logs/NAME.json
@@ -62,6 +69,19 @@ if wants main || wants valgrind || wants soak; then
         wants soak && stage soak "$BUILD_DIR" --suite soak
     else
         echo "test.sh: the build in $BUILD_DIR failed" >&2
+        build_failures=$((build_failures + 1))
+    fi
+fi
+
+# Only the fuzz targets are built (the whole tree under ASan would take as long as the fuzzing).
+# clang's -Wunused-variable flags g_autoptr() scope guards (GMutexLocker) that gcc accepts, so this
+# build does not use -Dwerror; the main stage builds everything with -Dwerror=true.
+if wants fuzz; then
+    if CC=clang BUILD_TARGETS=fuzz-targets configure "$FUZZ_BUILD_DIR" -Dfuzzing=true \
+        -Db_lundef=false -Dfuzz_seconds="$FUZZ_SECONDS"; then
+        stage fuzz "$FUZZ_BUILD_DIR" --no-rebuild --suite fuzz-replay --suite fuzz
+    else
+        echo "test.sh: the build in $FUZZ_BUILD_DIR failed" >&2
         build_failures=$((build_failures + 1))
     fi
 fi

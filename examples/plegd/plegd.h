@@ -12,6 +12,66 @@
 
 G_BEGIN_DECLS
 
+/* options.c: the command line and the --config key file. */
+
+/* The --config group of plegd's own settings (the other is [FeatureGates]). */
+#define PLEGD_CONFIG_GROUP "plegd"
+
+/**
+ * PlegdOptions:
+ * @endpoint: the CRI endpoint, from the command line, the file or the build-time default.
+ * @endpoint_origin: (nullable): the --config file @endpoint came from; %NULL: command line
+ *   or default.
+ * @metrics_address: (nullable): where to serve HTTP; %NULL: no HTTP server.
+ * @feature_gates: the gates, the plugins' declared gates registered before the file's
+ *   [FeatureGates] and --feature-gates were applied.
+ * @plugin_dir: (nullable): %NULL: the default, plegd_default_plugin_dir().
+ * @plugin_dir_origin: (nullable): for the log: "--plugin-dir" or the file it came from.
+ * @events_ring_size: events kept for GET /events?since=SEQ.
+ * @events_max_clients: GET /events streams served at once.
+ * @version: --version was given; nothing else is set.
+ * @http_idle_timeout_usec: test hook, 0: %PLEGD_HTTP_IDLE_TIMEOUT_USEC.
+ * @stdout_max_backlog: test hook, 0: %PLEGD_OUTPUT_MAX_BACKLOG.
+ *
+ * What plegd runs with.  Durations are in microseconds.
+ */
+typedef struct {
+    char *endpoint;
+    char *endpoint_origin;
+    gint64 runtime_request_timeout_usec;
+    gint64 relist_period_usec;
+    gint64 relist_threshold_usec;
+    GInetSocketAddress *metrics_address;
+    PlegFeatureGates *feature_gates;
+    char *plugin_dir;
+    char *plugin_dir_origin;
+    GStrv disabled_plugins;
+    GStrv required_plugins;
+    guint events_ring_size;
+    guint events_max_clients;
+    gboolean version;
+    gint64 http_idle_timeout_usec;
+    guint64 stdout_max_backlog;
+} PlegdOptions;
+
+/**
+ * plegd_options_parse:
+ * @argc: (inout): as main() got it; the options parsed are removed.
+ * @argv: (inout): likewise.
+ * @ret_options: (out) (transfer full): the options; untouched on failure.  Clear with
+ *   plegd_options_clear().
+ * @error: %G_OPTION_ERROR saying which flag or which line of which --config file is wrong,
+ *   in the words plegd prints.
+ *
+ * Parses plegd's flags and the --config file they name (the command line wins over the file;
+ * --feature-gates applies after [FeatureGates]).  --help prints and exits, as GOption does.
+ */
+gboolean plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError **error);
+
+/* Frees what @options holds and zeroes it.  Safe on a zeroed struct. */
+void plegd_options_clear(PlegdOptions *options);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PlegdOptions, plegd_options_clear)
+
 /* output.c: one JSON object per PodLifecycleEvent, written by a thread of its own. */
 
 /**

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "backoff.h"
+#include "decision.h"
 
 #ifdef EVENTED_TEST_FAST_BACKOFF
 #define EVENTED_BASE_USEC            100
@@ -40,25 +41,6 @@
 #endif
 
 #define EVENTED_LOG_INTERVAL_USEC (60 * G_USEC_PER_SEC)
-
-typedef enum {
-    IGNORE_NO_SANDBOX_STATUS,
-    IGNORE_NO_METADATA,
-    IGNORE_EMPTY_UID,
-    IGNORE_N,
-} IgnoreReason;
-
-static const char *const ignore_reason_labels[IGNORE_N] = {
-    [IGNORE_NO_SANDBOX_STATUS] = "no_sandbox_status",
-    [IGNORE_NO_METADATA] = "no_metadata",
-    [IGNORE_EMPTY_UID] = "empty_uid",
-};
-
-static const char *const ignore_reason_messages[IGNORE_N] = {
-    [IGNORE_NO_SANDBOX_STATUS] = "without a pod sandbox status",
-    [IGNORE_NO_METADATA] = "without pod sandbox metadata",
-    [IGNORE_EMPTY_UID] = "with an empty pod UID",
-};
 
 typedef enum {
     MESSAGE_OPENED,
@@ -91,7 +73,7 @@ typedef struct {
     gboolean started;
     GRand *rand;
     EventedBackoff backoff;
-    EventedRateLimit ignore_limits[IGNORE_N];
+    EventedRateLimit ignore_limits[EVENTED_IGNORE_N];
     EventedRateLimit error_limit;
     GSource *inbox;
     GSource *retry;
@@ -329,81 +311,49 @@ suppressed_note(guint64 suppressed)
     return g_strdup_printf(" (%" G_GUINT64_FORMAT " more since the last report)", suppressed);
 }
 
-static const char *
-event_type_label(PlegContainerEventType type)
-{
-    switch (type) {
-    case PLEG_CONTAINER_CREATED_EVENT:
-        return "created";
-    case PLEG_CONTAINER_STARTED_EVENT:
-        return "started";
-    case PLEG_CONTAINER_STOPPED_EVENT:
-        return "stopped";
-    case PLEG_CONTAINER_DELETED_EVENT:
-        return "deleted";
-    }
-    return "unknown";
-}
-
-static int
-validate(const PlegContainerEvent *event)
-{
-    if (!event->pod_sandbox_status)
-        return IGNORE_NO_SANDBOX_STATUS;
-    if (!event->has_metadata)
-        return IGNORE_NO_METADATA;
-    if (!event->pod_sandbox_status->uid || !event->pod_sandbox_status->uid[0])
-        return IGNORE_EMPTY_UID;
-    return -1;
-}
-
 static void
 handle_event(Evented *self, const Message *message)
 {
     const PlegHostServices *services = self->services;
     const PlegContainerEvent *event = message->event;
-    const char *type = event_type_label(event->type);
     const char *container_id = event->container_id ? event->container_id : "";
-    int reason;
+    EventedDecision decision;
 
+    evented_decide(event, message->received_ns, &decision);
     mark_connected(self, message->monotonic_usec);
 
-    services->metric_add(self->received, (const char *const[]){type, NULL}, 1);
-    /* created_at is only a latency measure (KEP-3386); an unset one measures nothing. */
-    if (event->created_at_ns > 0) {
-        gint64 latency_ns = MAX(message->received_ns - event->created_at_ns, 0);
-        services->metric_observe(self->latency, NULL, (double)latency_ns / 1e9);
-    }
+    services->metric_add(self->received, (const char *const[]){decision.type_label, NULL}, 1);
+    if (decision.has_latency)
+        services->metric_observe(self->latency, NULL, decision.latency_seconds);
 
-    reason = validate(event);
-    if (reason >= 0) {
+    if (decision.ignore_reason >= 0) {
+        EventedIgnoreReason reason = decision.ignore_reason;
+        const char *label = evented_ignore_reason_label(reason);
         guint64 suppressed = 0;
 
-        services->metric_add(self->ignored,
-                             (const char *const[]){ignore_reason_labels[reason], NULL}, 1);
+        services->metric_add(self->ignored, (const char *const[]){label, NULL}, 1);
         if (evented_rate_limit_check(&self->ignore_limits[reason], message->monotonic_usec,
                                      &suppressed)) {
             g_autofree char *note = suppressed_note(suppressed);
-            g_autofree char *text =
-                g_strdup_printf("Container event %s, ignoring (container %s, type %s)%s",
-                                ignore_reason_messages[reason], container_id, type, note);
+            g_autofree char *text = g_strdup_printf(
+                "Container event %s, ignoring (container %s, type %s)%s",
+                evented_ignore_reason_message(reason), container_id, decision.type_label, note);
             g_autofree char *suppressed_text = g_strdup_printf("%" G_GUINT64_FORMAT, suppressed);
 
-            log_record(self, G_LOG_LEVEL_INFO, text, "REASON", ignore_reason_labels[reason],
-                       "CONTAINER_ID", container_id, "EVENT_TYPE", type, "SUPPRESSED",
+            log_record(self, G_LOG_LEVEL_INFO, text, "REASON", label, "CONTAINER_ID",
+                       container_id, "EVENT_TYPE", decision.type_label, "SUPPRESSED",
                        suppressed_text, NULL);
         }
         return;
     }
 
-    /* Whatever the exit code, reason or attached statuses: the relist reads the truth. */
-    if (event->type == PLEG_CONTAINER_STOPPED_EVENT) {
-        int result = services->request_relist(services->host, event->pod_sandbox_status->uid,
+    if (decision.relist_pod_uid) {
+        int result = services->request_relist(services->host, decision.relist_pod_uid,
                                               PLEG_PLUGIN_RELIST_SOURCE_EVENTED_PLEG);
         static const char *const results[] = {"queued", "coalesced", "dropped"};
 
         log_record(self, G_LOG_LEVEL_DEBUG, "Container stopped, relist requested", "POD_UID",
-                   event->pod_sandbox_status->uid, "CONTAINER_ID", container_id, "RESULT",
+                   decision.relist_pod_uid, "CONTAINER_ID", container_id, "RESULT",
                    result >= 0 && result < (int)G_N_ELEMENTS(results) ? results[result] : "unknown",
                    NULL);
     }
@@ -562,7 +512,7 @@ evented_start(gpointer data, GError **error)
     evented_backoff_init(&self->backoff, &config);
 
     self->context = self->services->get_main_context(self->services->host);
-    for (guint i = 0; i < IGNORE_N; i++)
+    for (guint i = 0; i < EVENTED_IGNORE_N; i++)
         evented_rate_limit_init(&self->ignore_limits[i], EVENTED_LOG_INTERVAL_USEC);
     evented_rate_limit_init(&self->error_limit, EVENTED_LOG_INTERVAL_USEC);
     self->open = FALSE;

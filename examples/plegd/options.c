@@ -1,0 +1,519 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * plegd's options: the command line and the --config key file, with the feature gates that the
+ * plugins of the plugin path declare.  Apart from main.c so that the fuzz target
+ * (tests/fuzz/plegd-config.c) drives the same code.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pleg-config.h"
+#include "plegd.h"
+
+#define DEFAULT_RUNTIME_REQUEST_TIMEOUT "2m"
+#define DEFAULT_RELIST_PERIOD           "1s"
+#define DEFAULT_RELIST_THRESHOLD        "3m"
+#define DEFAULT_METRICS_BIND_ADDRESS    "127.0.0.1:10388"
+
+/* Settings that the command line and the [plegd] group of --config share; a key of the group
+ * is the long flag without its dashes, with the same syntax. */
+typedef enum {
+    SETTING_ENDPOINT,
+    SETTING_TIMEOUT,
+    SETTING_PERIOD,
+    SETTING_THRESHOLD,
+    SETTING_METRICS_ADDRESS,
+    SETTING_PLUGIN_DIR,
+    SETTING_DISABLE_PLUGINS,
+    SETTING_REQUIRE_PLUGINS,
+    SETTING_EVENTS_RING_SIZE,
+    SETTING_EVENTS_MAX_CLIENTS,
+    N_SETTINGS,
+} SettingId;
+
+static const char *const setting_names[N_SETTINGS] = {
+    [SETTING_ENDPOINT] = "container-runtime-endpoint",
+    [SETTING_TIMEOUT] = "runtime-request-timeout",
+    [SETTING_PERIOD] = "relist-period",
+    [SETTING_THRESHOLD] = "relist-threshold",
+    [SETTING_METRICS_ADDRESS] = "metrics-bind-address",
+    [SETTING_PLUGIN_DIR] = "plugin-dir",
+    [SETTING_DISABLE_PLUGINS] = "disable-plugins",
+    [SETTING_REQUIRE_PLUGINS] = "require-plugins",
+    [SETTING_EVENTS_RING_SIZE] = "events-ring-size",
+    [SETTING_EVENTS_MAX_CLIENTS] = "events-max-clients",
+};
+
+#define CONFIG_GROUP       PLEGD_CONFIG_GROUP
+#define CONFIG_GATES_GROUP "FeatureGates"
+
+typedef struct {
+    char *values[N_SETTINGS];         /* NULL: not set */
+    const char *origins[N_SETTINGS]; /* the --config file a value came from, NULL: command line */
+} Settings;
+
+void
+plegd_options_clear(PlegdOptions *options)
+{
+    g_clear_pointer(&options->endpoint, g_free);
+    g_clear_pointer(&options->endpoint_origin, g_free);
+    g_clear_object(&options->metrics_address);
+    g_clear_pointer(&options->feature_gates, pleg_feature_gates_free);
+    g_clear_pointer(&options->plugin_dir, g_free);
+    g_clear_pointer(&options->plugin_dir_origin, g_free);
+    g_clear_pointer(&options->disabled_plugins, g_strfreev);
+    g_clear_pointer(&options->required_plugins, g_strfreev);
+}
+
+static void
+settings_clear(Settings *settings)
+{
+    for (int i = 0; i < N_SETTINGS; i++)
+        g_clear_pointer(&settings->values[i], g_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Settings, settings_clear)
+
+static gboolean
+bad_setting(GError **error, const Settings *settings, SettingId id, const char *why)
+{
+    const char *origin = settings->origins[id];
+    g_autofree char *value = pleg_log_text(settings->values[id], -1, 0);
+
+    if (origin) {
+        g_autofree char *shown_origin = pleg_log_text(origin, -1, 1024);
+
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "invalid %s \"%s\" in [" CONFIG_GROUP "] of %s: %s", setting_names[id], value,
+                    shown_origin, why);
+    } else {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --%s \"%s\": %s",
+                    setting_names[id], value, why);
+    }
+    return FALSE;
+}
+
+static gboolean
+parse_period(const Settings *settings, SettingId id, const char *fallback, gint64 *ret_usec,
+             GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    const char *text = settings->values[id] ?: fallback;
+    gint64 usec;
+
+    if (!pleg_duration_parse(text, &usec, &local_error)) {
+        /* The reason names the value too ("... in duration \"X\""): say it once. */
+        char *named = g_strrstr(local_error->message, " in duration \"");
+
+        if (named)
+            *named = '\0';
+        return bad_setting(error, settings, id, local_error->message);
+    }
+    /* Durations are kept in microseconds: 999ns would silently become 0. */
+    if (usec <= 0)
+        return bad_setting(error, settings, id, "must be at least 1µs");
+    *ret_usec = usec;
+    return TRUE;
+}
+
+static gboolean
+parse_count(const Settings *settings, SettingId id, guint fallback, guint min, guint max,
+            guint *ret_value, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    guint64 value;
+
+    if (!settings->values[id]) {
+        *ret_value = fallback;
+        return TRUE;
+    }
+    if (!g_ascii_string_to_unsigned(settings->values[id], 10, min, max, &value, &local_error))
+        return bad_setting(error, settings, id, local_error->message);
+    *ret_value = (guint)value;
+    return TRUE;
+}
+
+static gboolean
+is_plugin_name(const char *name)
+{
+    if (name[0] == '\0')
+        return FALSE;
+    for (const char *c = name; *c; c++) {
+        if (!g_ascii_islower(*c) && !g_ascii_isdigit(*c) && *c != '-')
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* "a, b,c" -> {"a", "b", "c"}; empty items are skipped. */
+static gboolean
+parse_plugin_list(const Settings *settings, SettingId id, GStrv *ret_names, GError **error)
+{
+    g_auto(GStrv) items = NULL;
+    g_autoptr(GStrvBuilder) names = g_strv_builder_new();
+
+    if (!settings->values[id]) {
+        *ret_names = NULL;
+        return TRUE;
+    }
+    items = g_strsplit(settings->values[id], ",", -1);
+    for (char **item = items; *item; item++) {
+        g_strstrip(*item);
+        if ((*item)[0] == '\0')
+            continue;
+        if (!is_plugin_name(*item)) {
+            g_autofree char *shown = pleg_log_text(*item, -1, 0);
+            g_autofree char *trimmed = g_strstrip(g_strdup(settings->values[id]));
+            /* The value itself is named already. */
+            g_autofree char *why =
+                g_str_equal(trimmed, *item)
+                    ? g_strdup("not a plugin name ([a-z0-9-]+)")
+                    : g_strdup_printf("\"%s\" is not a plugin name ([a-z0-9-]+)", shown);
+
+            return bad_setting(error, settings, id, why);
+        }
+        g_strv_builder_add(names, *item);
+    }
+    *ret_names = g_strv_builder_end(names);
+    return TRUE;
+}
+
+/* GKeyFile keeps the last of two lines with the same key and says nothing: a setting written
+ * twice (an edit appended instead of replacing) would change plegd silently.  Warns about each
+ * repeated key of @contents, naming both lines. */
+static void
+warn_duplicate_keys(const char *path, const char *contents)
+{
+    g_autoptr(GHashTable) first_lines = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_auto(GStrv) lines = g_strsplit(contents, "\n", -1);
+    g_autofree char *group = NULL;
+
+    for (guint i = 0; lines[i]; i++) {
+        g_autofree char *id = NULL;
+        char *line = g_strstrip(lines[i]);
+        char *eq;
+        gpointer first;
+
+        if (line[0] == '#' || line[0] == '\0')
+            continue;
+        if (line[0] == '[') {
+            g_free(group);
+            group = g_strdup(line);
+            continue;
+        }
+        eq = strchr(line, '=');
+        if (!group || !eq)
+            continue; /* GKeyFile has refused the file already */
+        *eq = '\0';
+        g_strchomp(line);
+        id = g_strdup_printf("%s %s", group, line);
+        first = g_hash_table_lookup(first_lines, id);
+        if (first) {
+            g_autofree char *shown_path = pleg_log_text(path, -1, 1024);
+            g_autofree char *shown_key = pleg_log_text(line, -1, 0);
+            g_autofree char *shown_group = pleg_log_text(group, -1, 0);
+
+            plegd_log_warning("--config %s: line %u sets %s in %s again (first on line %u); "
+                              "the last one is used",
+                              shown_path, i + 1, shown_key, shown_group, GPOINTER_TO_UINT(first));
+        } else {
+            g_hash_table_insert(first_lines, g_steal_pointer(&id), GUINT_TO_POINTER(i + 1));
+        }
+    }
+}
+
+/* Fills the settings the command line left unset from the [plegd] group of @path; @ret_key_file
+ * keeps the file for its [FeatureGates] group, applied once the plugins' gates are registered. */
+static gboolean
+load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, GError **error)
+{
+    g_autoptr(GKeyFile) key_file = g_key_file_new();
+    g_autoptr(GError) local_error = NULL;
+    g_autofree char *contents = NULL;
+    g_autofree char *shown = pleg_log_text(path, -1, 1024);
+    gsize length = 0;
+    g_auto(GStrv) groups = NULL;
+    g_auto(GStrv) keys = NULL;
+
+    if (!g_file_get_contents(path, &contents, &length, &local_error) ||
+        !g_key_file_load_from_data(key_file, contents, length, G_KEY_FILE_NONE, &local_error)) {
+        g_autofree char *why = pleg_log_text(local_error->message, -1, 1024);
+
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --config \"%s\": %s",
+                    shown, why);
+        return FALSE;
+    }
+    warn_duplicate_keys(path, contents);
+
+    /* Anything else is most likely a typo that would silently change nothing. */
+    groups = g_key_file_get_groups(key_file, NULL);
+    for (char **group = groups; *group; group++) {
+        if (!g_str_equal(*group, CONFIG_GROUP) && !g_str_equal(*group, CONFIG_GATES_GROUP)) {
+            g_autofree char *shown_group = pleg_log_text(*group, -1, 0);
+
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid --config \"%s\": unknown group [%s] (expected [" CONFIG_GROUP
+                        "] or [" CONFIG_GATES_GROUP "])",
+                        shown, shown_group);
+            return FALSE;
+        }
+    }
+
+    keys = g_key_file_get_keys(key_file, CONFIG_GROUP, NULL, NULL);
+    for (char **key = keys; key && *key; key++) {
+        int id;
+
+        for (id = 0; id < N_SETTINGS; id++) {
+            if (g_str_equal(*key, setting_names[id]))
+                break;
+        }
+        if (id == N_SETTINGS) {
+            g_autofree char *shown_key = pleg_log_text(*key, -1, 0);
+
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid --config \"%s\": unknown key \"%s\" in [" CONFIG_GROUP "]", shown,
+                        shown_key);
+            return FALSE;
+        }
+        if (settings->values[id])
+            continue; /* the command line wins */
+        /* A value with a bad escape comes back, partly unescaped, with the error set. */
+        settings->values[id] = g_key_file_get_string(key_file, CONFIG_GROUP, *key, &local_error);
+        if (local_error) {
+            g_clear_pointer(&settings->values[id], g_free);
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid --config \"%s\": %s", shown, local_error->message);
+            return FALSE;
+        }
+        settings->origins[id] = path;
+    }
+
+    *ret_key_file = g_steal_pointer(&key_file);
+    return TRUE;
+}
+
+/* The gates, in order: built-in defaults, the gates the plugins of the plugin path declare (so
+ * that the next two may name them), the file's [FeatureGates], --feature-gates. */
+static gboolean
+configure_gates(PlegFeatureGates *gates, const Settings *settings, const char *config_file,
+                GKeyFile *key_file, const char *feature_gates, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    g_autofree char *shown_config = pleg_log_text(config_file, -1, 1024);
+    g_autofree char *exe_path = NULL;
+    const char *plugin_dir = settings->values[SETTING_PLUGIN_DIR];
+    const char *origin;
+
+    /* The same search path run() gives the host: without --plugin-dir, the build tree's plugins
+     * when this is the build tree's plegd. */
+    if (!plugin_dir) {
+        exe_path = plegd_get_exe_path();
+        plugin_dir = plegd_default_plugin_dir(exe_path, &origin);
+    }
+    if (!pleg_feature_gates_register_plugins(gates, plugin_dir, &local_error)) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "invalid plugin feature gate: %s", local_error->message);
+        return FALSE;
+    }
+    if (key_file && !pleg_feature_gates_load_key_file(gates, key_file, &local_error)) {
+        /* The message names the group. */
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --config \"%s\": %s",
+                    shown_config, local_error->message);
+        return FALSE;
+    }
+    if (feature_gates && !pleg_feature_gates_parse(gates, feature_gates, &local_error)) {
+        /* The reason names the item at fault, escaped and cut. */
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --feature-gates: %s",
+                    local_error->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* GOption converts text arguments from the locale's encoding and fails with a G_CONVERT_ERROR
+ * that names no argument: name the first that does not convert. */
+static gboolean
+bad_argument_encoding(int argc, char **argv, const char *why, GError **error)
+{
+    for (int i = 1; i < argc; i++) {
+        g_autofree char *text = g_locale_to_utf8(argv[i], -1, NULL, NULL, NULL);
+
+        if (!text) {
+            g_autofree char *shown = pleg_log_text(argv[i], -1, 0);
+
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid argument \"%s\": %s", shown, why);
+            return FALSE;
+        }
+    }
+    g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, why);
+    return FALSE;
+}
+
+gboolean
+plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError **error)
+{
+    g_auto(Settings) settings = {0};
+    g_autofree char *config_file = NULL;
+    g_autofree char *feature_gates = NULL;
+    g_autofree char *http_idle_timeout = NULL;
+    g_autofree char *stdout_max_backlog = NULL;
+    gboolean version = FALSE;
+    const GOptionEntry entries[] = {
+        {"config", 0, 0, G_OPTION_ARG_FILENAME, &config_file,
+         "Read settings from this key file (see below)", "FILE"},
+        {"container-runtime-endpoint", 0, 0, G_OPTION_ARG_STRING,
+         &settings.values[SETTING_ENDPOINT],
+         "CRI endpoint (default " PLEG_DEFAULT_CRI_ENDPOINT ")", "ENDPOINT"},
+        {"runtime-request-timeout", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_TIMEOUT],
+         "Deadline of each CRI call (default " DEFAULT_RUNTIME_REQUEST_TIMEOUT ")", "DURATION"},
+        {"relist-period", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_PERIOD],
+         "Time between global relists (default " DEFAULT_RELIST_PERIOD ")", "DURATION"},
+        {"relist-threshold", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_THRESHOLD],
+         "PLEG health threshold (default " DEFAULT_RELIST_THRESHOLD ")", "DURATION"},
+        {"metrics-bind-address", 0, 0, G_OPTION_ARG_STRING,
+         &settings.values[SETTING_METRICS_ADDRESS],
+         "Serve /metrics, /healthz and /events here; \"\" disables, port 0 picks a free port "
+         "(default " DEFAULT_METRICS_BIND_ADDRESS ")",
+         "IP:PORT"},
+        {"feature-gates", 0, 0, G_OPTION_ARG_STRING, &feature_gates,
+         "Feature gates, e.g. EventedPLEG=true", "NAME=BOOL,..."},
+        {"plugin-dir", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_PLUGIN_DIR],
+         "Load plugins from DIR (several: DIR1:DIR2, searched in order); \"\" loads none (default: libpleg's plugin directory)", "DIR"},
+        {"disable-plugins", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_DISABLE_PLUGINS],
+         "Do not load these plugins", "NAME,..."},
+        {"require-plugins", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_REQUIRE_PLUGINS],
+         "Exit when one of these plugins does not start", "NAME,..."},
+        {"events-ring-size", 0, 0, G_OPTION_ARG_STRING,
+         &settings.values[SETTING_EVENTS_RING_SIZE],
+         "Events kept for GET /events?since=SEQ; a client lagging further is disconnected "
+         "(default " G_STRINGIFY(PLEGD_EVENTS_DEFAULT_RING_SIZE) ")",
+         "N"},
+        {"events-max-clients", 0, 0, G_OPTION_ARG_STRING,
+         &settings.values[SETTING_EVENTS_MAX_CLIENTS],
+         "GET /events streams served at once, apart from the 64 other connections (default " G_STRINGIFY(
+             PLEGD_EVENTS_DEFAULT_MAX_CLIENTS) ")",
+         "N"},
+        {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
+        /* Test hooks: limits that tests cannot wait for or fill at their defaults. */
+        {"http-idle-timeout", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &http_idle_timeout,
+         "Close HTTP connections idle for this long", "DURATION"},
+        {"stdout-max-backlog", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &stdout_max_backlog,
+         "Exit when this many bytes of events wait for the reader of stdout", "BYTES"},
+        {NULL},
+    };
+    g_autoptr(GOptionContext) context = g_option_context_new(NULL);
+    g_autoptr(PlegFeatureGates) gates = pleg_feature_gates_new();
+    g_autoptr(GKeyFile) config_key_file = NULL;
+    g_autoptr(GInetSocketAddress) address = NULL;
+    g_autoptr(GError) local_error = NULL;
+    const char *metrics_address;
+    g_auto(PlegdOptions) parsed = {0};
+
+    g_option_context_set_summary(
+        context, "Runs libpleg's plugin host (the Generic PLEG and its plugins) against a CRI "
+                 "runtime and prints each PodLifecycleEvent as a JSON line on stdout.");
+    g_option_context_set_description(
+        context,
+        "--config FILE is a key file: its [plegd] group takes the long options above without "
+        "their\ndashes (e.g. relist-period=500ms, disable-plugins=evented), its [FeatureGates] "
+        "group\nName=true|false lines.  The command line wins over the file; --feature-gates is "
+        "applied\nafter [FeatureGates].  Gates that plugins declare in their .plugin files (in "
+        "the\nplugin directory) can be set like the built-in ones.\n"
+        "Logs go to stderr; G_MESSAGES_DEBUG=plegd,pleg shows debug logs.\n"
+        "Durations use Go syntax: 500ms, 1s, 3m, 1h30m.");
+    g_option_context_add_main_entries(context, entries, NULL);
+    if (!g_option_context_parse(context, argc, argv, &local_error)) {
+        /* GOption's messages quote the argument in full. */
+        g_autofree char *why = pleg_log_text(local_error->message, -1, 1024);
+
+        if (local_error->domain != G_OPTION_ERROR)
+            return bad_argument_encoding(*argc, *argv, why, error);
+        g_set_error_literal(error, local_error->domain, local_error->code, why);
+        return FALSE;
+    }
+    if (*argc > 1) {
+        g_autofree char *shown = pleg_log_text((*argv)[1], -1, 0);
+
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "unexpected argument \"%s\"",
+                    shown);
+        return FALSE;
+    }
+    if (version) {
+        ret_options->version = TRUE;
+        return TRUE;
+    }
+
+    if (config_file && !load_config_file(config_file, &settings, &config_key_file, error))
+        return FALSE;
+    if (!configure_gates(gates, &settings, config_file, config_key_file, feature_gates, error))
+        return FALSE;
+
+    if (!parse_period(&settings, SETTING_TIMEOUT, DEFAULT_RUNTIME_REQUEST_TIMEOUT,
+                      &parsed.runtime_request_timeout_usec, error) ||
+        !parse_period(&settings, SETTING_PERIOD, DEFAULT_RELIST_PERIOD,
+                      &parsed.relist_period_usec, error) ||
+        !parse_period(&settings, SETTING_THRESHOLD, DEFAULT_RELIST_THRESHOLD,
+                      &parsed.relist_threshold_usec, error))
+        return FALSE;
+    /* A threshold shorter than the period would report a healthy PLEG unhealthy between relists. */
+    if (parsed.relist_threshold_usec < parsed.relist_period_usec)
+        return bad_setting(error, &settings, SETTING_THRESHOLD,
+                           "must not be shorter than --relist-period");
+
+    metrics_address = settings.values[SETTING_METRICS_ADDRESS] ?: DEFAULT_METRICS_BIND_ADDRESS;
+    if (metrics_address[0] != '\0' &&
+        !plegd_parse_bind_address(metrics_address, &address, &local_error))
+        return bad_setting(error, &settings, SETTING_METRICS_ADDRESS, local_error->message);
+
+    if (!parse_plugin_list(&settings, SETTING_DISABLE_PLUGINS, &parsed.disabled_plugins, error) ||
+        !parse_plugin_list(&settings, SETTING_REQUIRE_PLUGINS, &parsed.required_plugins, error))
+        return FALSE;
+    for (char **name = parsed.required_plugins; name && *name; name++) {
+        if (parsed.disabled_plugins &&
+            g_strv_contains((const char *const *)parsed.disabled_plugins, *name)) {
+            g_autofree char *why =
+                g_strdup_printf("plugin %s is also in disable-plugins", *name);
+
+            return bad_setting(error, &settings, SETTING_REQUIRE_PLUGINS, why);
+        }
+    }
+
+    if (!parse_count(&settings, SETTING_EVENTS_RING_SIZE, PLEGD_EVENTS_DEFAULT_RING_SIZE,
+                     PLEGD_EVENTS_MIN_RING_SIZE, PLEGD_EVENTS_MAX_RING_SIZE,
+                     &parsed.events_ring_size, error) ||
+        !parse_count(&settings, SETTING_EVENTS_MAX_CLIENTS, PLEGD_EVENTS_DEFAULT_MAX_CLIENTS, 1,
+                     PLEGD_EVENTS_MAX_MAX_CLIENTS, &parsed.events_max_clients, error))
+        return FALSE;
+
+    if (http_idle_timeout &&
+        (!pleg_duration_parse(http_idle_timeout, &parsed.http_idle_timeout_usec, &local_error) ||
+         parsed.http_idle_timeout_usec <= 0)) {
+        g_autofree char *shown = pleg_log_text(http_idle_timeout, -1, 0);
+
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "invalid --http-idle-timeout \"%s\": %s", shown,
+                    local_error ? local_error->message : "must be a positive duration");
+        return FALSE;
+    }
+    if (stdout_max_backlog &&
+        !g_ascii_string_to_unsigned(stdout_max_backlog, 10, 1, G_MAXSIZE,
+                                    &parsed.stdout_max_backlog, &local_error)) {
+        g_autofree char *shown = pleg_log_text(stdout_max_backlog, -1, 0);
+
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "invalid --stdout-max-backlog \"%s\": %s", shown, local_error->message);
+        return FALSE;
+    }
+
+    parsed.endpoint = g_strdup(settings.values[SETTING_ENDPOINT] ?: PLEG_DEFAULT_CRI_ENDPOINT);
+    parsed.endpoint_origin = g_strdup(settings.origins[SETTING_ENDPOINT]);
+    parsed.plugin_dir = g_steal_pointer(&settings.values[SETTING_PLUGIN_DIR]);
+    if (settings.origins[SETTING_PLUGIN_DIR])
+        parsed.plugin_dir_origin =
+            g_strdup_printf("plugin-dir in [" CONFIG_GROUP "] of %s", settings.origins[SETTING_PLUGIN_DIR]);
+    parsed.metrics_address = g_steal_pointer(&address);
+    parsed.feature_gates = g_steal_pointer(&gates);
+    *ret_options = parsed;
+    memset(&parsed, 0, sizeof parsed);
+    return TRUE;
+}
