@@ -1149,9 +1149,15 @@ dispatcher_thread(gpointer data)
             gint64 timestamp_ns;
 
             g_mutex_unlock(&pleg->queue_lock);
-            if (!relist_global(pleg, &timestamp_ns, &error))
+            if (relist_global(pleg, &timestamp_ns, &error)) {
+                notify_relist(pleg, NULL, timestamp_ns);
+            } else if (g_cancellable_is_cancelled(pleg->cancellable)) {
+                /* pleg_generic_stop() cut it short: no outcome of the runtime to report. */
+                g_debug("relist cancelled by stop: %s, ignoring", error->message);
+            } else {
                 g_debug("relist failed: %s", error->message);
-            notify_relist(pleg, error, timestamp_ns);
+                notify_relist(pleg, error, timestamp_ns);
+            }
             g_mutex_lock(&pleg->queue_lock);
             next_global_usec = g_get_monotonic_time() + pleg->config.relist_period_usec;
             continue;

@@ -6,6 +6,10 @@
 #   main      every suite but soak, built with -Dwerror=true in $BUILD_DIR (default build-test);
 #             the integration suite starts its own private containerd
 #   valgrind  the unit suite again under valgrind
+#   asan      every suite but integration (containerd), install (a build of its own without
+#             sanitizers) and soak, built with -Db_sanitize=address,undefined in $ASAN_BUILD_DIR (default
+#             build-asan) and run under its default test setup "asan" (tests/meson.build): any
+#             ASan or UBSan report, or a leak at exit, fails the test
 #   soak      scripts/soak.sh: plegd against cri-sim with churn and faults for $SOAK_DURATION
 #             (default 120s), over the same build
 #   fuzz      tests/fuzz built with clang as libFuzzer targets (ASan, UBSan) in $FUZZ_BUILD_DIR
@@ -15,15 +19,16 @@
 # The last line is "N passed, N failed" over every stage; a skipped test counts as failed, and so
 # does a stage whose build fails.  Exits non-zero on any failure.
 #
-# STAGES="main valgrind soak" runs only the stages named.
+# STAGES="main valgrind asan" runs only the stages named (default: all of them).
 
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build-test}
+ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
 FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-STAGES=${STAGES:-main valgrind soak fuzz}
+STAGES=${STAGES:-main valgrind soak asan fuzz}
 
 bash scripts/install-deps.sh
 
@@ -69,6 +74,15 @@ if wants main || wants valgrind || wants soak; then
         wants soak && stage soak "$BUILD_DIR" --suite soak
     else
         echo "test.sh: the build in $BUILD_DIR failed" >&2
+        build_failures=$((build_failures + 1))
+    fi
+fi
+
+if wants asan; then
+    if configure "$ASAN_BUILD_DIR" -Dwerror=true -Db_sanitize=address,undefined; then
+        stage asan "$ASAN_BUILD_DIR" --no-suite integration --no-suite install --no-suite soak
+    else
+        echo "test.sh: the build in $ASAN_BUILD_DIR failed" >&2
         build_failures=$((build_failures + 1))
     fi
 fi

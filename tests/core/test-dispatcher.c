@@ -423,6 +423,39 @@ START_TEST(test_relist_callback_not_iterated)
 }
 END_TEST
 
+/* A global relist that pleg_generic_stop() cancels tells nothing about the runtime: the host
+ * must not hear of it as a failure (a host would report the runtime unreachable while it shuts
+ * down, and a host that iterates rarely would see that failure as the newest outcome). */
+START_TEST(test_relist_callback_not_for_stop)
+{
+    g_autoptr(GMainContext) context = g_main_context_new();
+    CallbackLog log = {0};
+    g_autoptr(Fixture) fx = dispatcher_fixture(HOUR_USEC, 0);
+    gint64 start;
+
+    pleg_generic_set_relist_callback(fx->pleg, context, on_relist, &log, NULL);
+    fake_runtime_hang(fx->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, 300 * G_USEC_PER_SEC, 1);
+    pleg_generic_start(fx->pleg);
+    start = g_get_monotonic_time();
+    while (fake_runtime_get_call_count(fx->fake, FAKE_OP_LIST_POD_SANDBOXES) == 0 &&
+           g_get_monotonic_time() - start < WAIT_USEC)
+        g_usleep(1000);
+    ck_assert_uint_eq(fake_runtime_get_call_count(fx->fake, FAKE_OP_LIST_POD_SANDBOXES), 1);
+    pleg_generic_stop(fx->pleg);
+
+    while (g_main_context_iteration(context, FALSE))
+        ;
+    ck_assert_uint_eq(log.calls, 0);
+
+    /* A relist that ends before the stop is still reported. */
+    pleg_generic_start(fx->pleg);
+    ck_assert(iterate_until_calls(context, &log, 1));
+    pleg_generic_stop(fx->pleg);
+    ck_assert_uint_eq(log.errors, 0);
+    ck_assert_int_eq(log.last_time_ns, pleg_generic_get_last_relist_time(fx->pleg));
+}
+END_TEST
+
 typedef struct {
     GPtrArray *events;
 } AttachLog;
@@ -480,6 +513,7 @@ dispatcher_suite(void)
     tcase_add_test(tc, test_stop_cancels);
     tcase_add_test(tc, test_relist_callback);
     tcase_add_test(tc, test_relist_callback_not_iterated);
+    tcase_add_test(tc, test_relist_callback_not_for_stop);
     tcase_add_test(tc, test_channel_attach);
     suite_add_tcase(suite, tc);
     return suite;

@@ -44,6 +44,11 @@ fake_cri_server_new(const char *socket_path)
     self->sim = cri_sim_new(socket_path, &error);
     if (!self->sim)
         g_error("fake CRI server: %s", error->message);
+    /* Not reachable until every pod below is in place: a client that keeps retrying (plegd
+     * after a runtime restart) would otherwise list a partial runtime and report containers
+     * that are still to come as died and removed. */
+    if (!cri_sim_go_away(self->sim, -1, FALSE, &error))
+        g_error("fake CRI server: %s", error->message);
     cri_sim_set_version(self->sim, FAKE_CRI_RUNTIME_NAME, FAKE_CRI_RUNTIME_VERSION);
     cri_sim_set_id_prefixes(self->sim, "sb-", "ctr-new-");
     /* Status stays outside the subset this fake serves. */
@@ -84,6 +89,8 @@ fake_cri_server_new(const char *socket_path)
                                                     .name = "sidecar",
                                                     .state = CRI_SIM_CONTAINER_CREATED,
                                                     .labels = no_labels});
+    if (!cri_sim_come_back(self->sim, &error))
+        g_error("fake CRI server: %s", error->message);
     return self;
 }
 

@@ -24,7 +24,8 @@ G_BEGIN_DECLS
 
 typedef struct _FakeCriServer FakeCriServer;
 
-/* Listens on @socket_path (removed first if it exists) and serves from a thread of its own. */
+/* Listens on @socket_path (removed first if it exists) and serves from a thread of its own;
+ * nothing connects before all of the pods above are there. */
 FakeCriServer *fake_cri_server_new(const char *socket_path);
 /* Cancels every call in flight, stops and frees.  NULL-safe. */
 void fake_cri_server_free(FakeCriServer *server);

@@ -344,7 +344,8 @@ typedef void (*PlegRelistFunc)(const GError *error, gint64 relist_time_ns, gpoin
  * @func: (nullable): the callback, %NULL to remove it.
  *
  * Call before pleg_generic_start().  @func runs in @context after every global relist run by
- * the dispatcher (not for pleg_generic_relist() called by hand).
+ * the dispatcher (not for pleg_generic_relist() called by hand), except one that
+ * pleg_generic_stop() cancelled: that one says nothing about the runtime.
  */
 void pleg_generic_set_relist_callback(PlegGeneric *pleg, GMainContext *context,
                                       PlegRelistFunc func, gpointer user_data,
