@@ -25,9 +25,10 @@
 #include <sys/un.h>
 
 #include "cri-private.h"
+#include "pleg-quark.h"
 
 /* clang-format off */
-G_DEFINE_QUARK(pleg-cri-error-quark, pleg_cri_error)
+PLEG_DEFINE_QUARK(pleg-cri-error-quark, pleg_cri_error)
 /* clang-format on */
 
 /* kubelet's connection parameters (FACTS.md); the C core calls its minimum connect timeout
