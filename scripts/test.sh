@@ -6,16 +6,21 @@
 #   main      every suite, built with -Dwerror=true in $BUILD_DIR (default build-test); the
 #             integration suite starts its own private containerd
 #   valgrind  the unit suite again under valgrind
+#   tsan      the threaded suites (core, evented, watchdog, host, plegd) built with
+#             -Db_sanitize=thread in build-tsan and run with --setup=tsan: GLib's locks and
+#             hand-offs made visible by tests/tsan/glib-tsan.c, every report judged by
+#             tests/tsan/tsan-check.py (tests/tsan.supp)
 # The last line is "N passed, N failed" over every stage; a skipped test counts as failed, and so
 # does a stage whose build fails.  Exits non-zero on any failure.
 #
-# STAGES="main valgrind" runs only the stages named.
+# STAGES="main valgrind tsan" runs only the stages named.
 
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build-test}
-STAGES=${STAGES:-main valgrind}
+STAGES=${STAGES:-main valgrind tsan}
+TSAN_BUILD_DIR=${TSAN_BUILD_DIR:-build-tsan}
 
 bash scripts/install-deps.sh
 
@@ -59,6 +64,16 @@ if wants main || wants valgrind; then
         wants valgrind && stage valgrind "$BUILD_DIR" --setup=valgrind --suite unit
     else
         echo "test.sh: the build in $BUILD_DIR failed" >&2
+        build_failures=$((build_failures + 1))
+    fi
+fi
+
+if wants tsan; then
+    if configure "$TSAN_BUILD_DIR" -Dwerror=true -Db_sanitize=thread; then
+        stage tsan "$TSAN_BUILD_DIR" --setup=tsan --suite core --suite evented --suite watchdog \
+            --suite host --suite plegd
+    else
+        echo "test.sh: the build in $TSAN_BUILD_DIR failed" >&2
         build_failures=$((build_failures + 1))
     fi
 fi
