@@ -126,10 +126,14 @@ struct _PlegGeneric {
     GThread *thread;
 
     GPtrArray *notices; /* RelistNotice not dispatched yet; under queue_lock */
+    /* The relist callback: written under queue_lock, read there by its notices, which run it
+     * outside the lock; set_relist_callback() waits for a running one (notice_done). */
     GMainContext *callback_context;
     PlegRelistFunc callback;
     gpointer callback_data;
     GDestroyNotify callback_destroy;
+    GThread *notice_thread; /* the thread running the callback, NULL when none */
+    GCond notice_done;
 };
 
 static const double exit_detection_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -1201,14 +1205,30 @@ relist_notice_dispatch(gpointer data)
     g_autoptr(GError) error = NULL;
     gint64 timestamp_ns;
 
-    /* notify_relist() may have updated the newest notice until now. */
+    PlegRelistFunc func;
+    gpointer func_data;
+
+    /* notify_relist() may have updated the newest notice until now.  The callback is read
+     * here, under the lock that pleg_generic_set_relist_callback() changes it under, and that
+     * waits for notice_thread before it destroys the callback's data or the PLEG goes. */
     g_mutex_lock(&pleg->queue_lock);
     g_ptr_array_remove(pleg->notices, notice);
     error = g_steal_pointer(&notice->error);
     timestamp_ns = notice->timestamp_ns;
+    func = pleg->callback;
+    func_data = pleg->callback_data;
+    if (func)
+        pleg->notice_thread = g_thread_self();
     g_mutex_unlock(&pleg->queue_lock);
-    if (pleg->callback)
-        pleg->callback(error, timestamp_ns, pleg->callback_data);
+    if (!func)
+        return G_SOURCE_REMOVE;
+
+    func(error, timestamp_ns, func_data);
+
+    g_mutex_lock(&pleg->queue_lock);
+    pleg->notice_thread = NULL;
+    g_cond_broadcast(&pleg->notice_done);
+    g_mutex_unlock(&pleg->queue_lock);
     return G_SOURCE_REMOVE;
 }
 
@@ -1229,12 +1249,13 @@ notify_relist(PlegGeneric *pleg, const GError *error, gint64 timestamp_ns)
     RelistNotice *notice;
     GSource *source;
 
-    if (!pleg->callback)
-        return;
-
     /* A host whose context is not iterated must not make notices pile up: past a bound, the
      * newest queued notice takes the newest outcome instead (older outcomes are superseded). */
     g_mutex_lock(&pleg->queue_lock);
+    if (!pleg->callback) {
+        g_mutex_unlock(&pleg->queue_lock);
+        return;
+    }
     if (pleg->notices->len >= MAX_PENDING_NOTICES) {
         notice = g_ptr_array_index(pleg->notices, pleg->notices->len - 1);
         g_clear_error(&notice->error);
@@ -1270,24 +1291,36 @@ pleg_generic_set_relist_callback(PlegGeneric *pleg, GMainContext *context, PlegR
     g_return_if_fail(pleg != NULL);
     g_return_if_fail(pleg->thread == NULL);
 
-    /* Notices still queued would call into a PLEG that may be about to be freed. */
+    GMainContext *old_context;
+    gpointer old_data;
+    GDestroyNotify old_destroy;
+
+    /* Notices still queued would call into a PLEG that may be about to be freed, and one
+     * running now (in the callback context's thread) must return before the old data is
+     * destroyed.  From inside the callback itself there is nothing to wait for. */
     g_mutex_lock(&pleg->queue_lock);
     while (pleg->notices->len > 0) {
         RelistNotice *notice = g_ptr_array_steal_index_fast(pleg->notices, 0);
         g_source_destroy(notice->source); /* frees the notice */
     }
-    g_mutex_unlock(&pleg->queue_lock);
-
-    if (pleg->callback_destroy)
-        pleg->callback_destroy(pleg->callback_data);
-    g_clear_pointer(&pleg->callback_context, g_main_context_unref);
-
+    while (pleg->notice_thread && pleg->notice_thread != g_thread_self())
+        g_cond_wait(&pleg->notice_done, &pleg->queue_lock);
+    old_context = pleg->callback_context;
+    old_data = pleg->callback_data;
+    old_destroy = pleg->callback_destroy;
     pleg->callback = func;
     pleg->callback_data = user_data;
     pleg->callback_destroy = destroy;
-    if (func)
-        pleg->callback_context =
-            context ? g_main_context_ref(context) : g_main_context_ref_thread_default();
+    pleg->callback_context =
+        !func     ? NULL
+        : context ? g_main_context_ref(context)
+                  : g_main_context_ref_thread_default();
+    g_mutex_unlock(&pleg->queue_lock);
+
+    if (old_destroy)
+        old_destroy(old_data);
+    if (old_context)
+        g_main_context_unref(old_context);
 }
 
 void
@@ -1440,6 +1473,7 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
 
     g_mutex_init(&pleg->queue_lock);
     g_cond_init(&pleg->queue_cond);
+    g_cond_init(&pleg->notice_done);
     g_queue_init(&pleg->queue);
     pleg->suspensions = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     pleg->notices = g_ptr_array_new(); /* RelistNotice, owned by their sources */
@@ -1460,6 +1494,7 @@ pleg_generic_free(PlegGeneric *pleg)
     g_hash_table_unref(pleg->suspensions);
     g_ptr_array_unref(pleg->notices);
     g_queue_clear_full(&pleg->queue, (GDestroyNotify)relist_request_free);
+    g_cond_clear(&pleg->notice_done);
     g_cond_clear(&pleg->queue_cond);
     g_mutex_clear(&pleg->queue_lock);
     g_mutex_clear(&pleg->state_lock);

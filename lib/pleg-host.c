@@ -13,8 +13,9 @@
 #include "pleg-host-private.h"
 #include "pleg-plugin-abi.h"
 #include "pleg-private.h"
+#include "pleg-quark.h"
 
-G_DEFINE_QUARK(pleg-host-error-quark, pleg_host_error)
+PLEG_DEFINE_QUARK(pleg-host-error-quark, pleg_host_error)
 
 #define PLUGIN_GROUP        "Plugin"
 #define FEATURE_GATES_GROUP "FeatureGates"

@@ -16,19 +16,25 @@
 #             (default build-fuzz); each target fuzzes for FUZZ_SECONDS (default 60) from its
 #             seeds and regressions (suite fuzz), after replaying them once (suite fuzz-replay,
 #             which the main stage runs too, uninstrumented)
+#   tsan      the threaded suites (core, evented, watchdog, host, plegd) and the setup's own
+#             (tsan: a racy counter must be caught, GLib hand-offs must not) built with
+#             -Db_sanitize=thread in build-tsan and run with --setup=tsan: GLib's locks and
+#             hand-offs made visible by tests/tsan/glib-tsan.c, every report judged by
+#             tests/tsan/tsan-check.py (tests/tsan.supp)
 # The last line is "N passed, N failed" over every stage; a skipped test counts as failed, and so
 # does a stage whose build fails.  Exits non-zero on any failure.
 #
-# STAGES="main valgrind asan" runs only the stages named (default: all of them).
+# STAGES="main tsan" runs only the stages named (default: all of them).
 
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build-test}
 ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
+TSAN_BUILD_DIR=${TSAN_BUILD_DIR:-build-tsan}
 FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-STAGES=${STAGES:-main valgrind soak asan fuzz}
+STAGES=${STAGES:-main valgrind soak asan tsan fuzz}
 
 bash scripts/install-deps.sh
 
@@ -83,6 +89,16 @@ if wants asan; then
         stage asan "$ASAN_BUILD_DIR" --no-suite integration --no-suite install --no-suite soak
     else
         echo "test.sh: the build in $ASAN_BUILD_DIR failed" >&2
+        build_failures=$((build_failures + 1))
+    fi
+fi
+
+if wants tsan; then
+    if configure "$TSAN_BUILD_DIR" -Dwerror=true -Db_sanitize=thread; then
+        stage tsan "$TSAN_BUILD_DIR" --setup=tsan --suite tsan --suite core --suite evented \
+            --suite watchdog --suite host --suite plegd
+    else
+        echo "test.sh: the build in $TSAN_BUILD_DIR failed" >&2
         build_failures=$((build_failures + 1))
     fi
 fi

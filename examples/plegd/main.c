@@ -57,7 +57,7 @@ is_operator_domain(const GLogField *fields, gsize n_fields)
  * plugins' are for the operator, so show them.  Everything else (the library logs at debug)
  * keeps the default rules. */
 static GLogWriterOutput
-log_writer(GLogLevelFlags log_level, const GLogField *fields, gsize n_fields, gpointer user_data)
+write_log(GLogLevelFlags log_level, const GLogField *fields, gsize n_fields, gpointer user_data)
 {
     if ((log_level & G_LOG_LEVEL_MASK) == G_LOG_LEVEL_INFO && is_operator_domain(fields, n_fields)) {
         if (g_log_writer_is_journald(fileno(stderr)) &&
@@ -66,6 +66,22 @@ log_writer(GLogLevelFlags log_level, const GLogField *fields, gsize n_fields, gp
         return g_log_writer_standard_streams(log_level, fields, n_fields, user_data);
     }
     return g_log_writer_default(log_level, fields, n_fields, user_data);
+}
+
+/* plegd logs from several threads (main, plugins, output writer), and GLib's text writer
+ * formats each record's time with localtime(), whose result is one static buffer per process:
+ * two records written at once could show each other's time (ThreadSanitizer reports it).
+ * One record at a time; the writers only format and write a line. */
+static GLogWriterOutput
+log_writer(GLogLevelFlags log_level, const GLogField *fields, gsize n_fields, gpointer user_data)
+{
+    static GMutex lock;
+    GLogWriterOutput output;
+
+    g_mutex_lock(&lock);
+    output = write_log(log_level, fields, n_fields, user_data);
+    g_mutex_unlock(&lock);
+    return output;
 }
 
 static void

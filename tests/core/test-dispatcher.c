@@ -456,6 +456,114 @@ START_TEST(test_relist_callback_not_for_stop)
 }
 END_TEST
 
+/* The callback context is iterated by a host thread of its own. */
+typedef struct {
+    GMainContext *context;
+    GMutex lock;
+    GCond cond;
+    gboolean in_callback; /* the first callback is running and waits for release */
+    gboolean release;
+    gboolean destroyed;   /* the destroy notify ran */
+    gboolean used_destroyed;
+    gint quit;
+} CallbackHost;
+
+static void
+on_relist_blocking(const GError *error, gint64 relist_time_ns, gpointer user_data)
+{
+    CallbackHost *host = user_data;
+
+    g_mutex_lock(&host->lock);
+    if (host->destroyed)
+        host->used_destroyed = TRUE;
+    host->in_callback = TRUE;
+    g_cond_broadcast(&host->cond);
+    while (!host->release)
+        g_cond_wait(&host->cond, &host->lock);
+    if (host->destroyed)
+        host->used_destroyed = TRUE;
+    g_mutex_unlock(&host->lock);
+}
+
+static void
+on_relist_destroy(gpointer user_data)
+{
+    CallbackHost *host = user_data;
+
+    g_mutex_lock(&host->lock);
+    host->destroyed = TRUE;
+    g_cond_broadcast(&host->cond);
+    g_mutex_unlock(&host->lock);
+}
+
+static gpointer
+callback_host_thread(gpointer data)
+{
+    CallbackHost *host = data;
+
+    g_main_context_push_thread_default(host->context);
+    while (!g_atomic_int_get(&host->quit))
+        g_main_context_iteration(host->context, TRUE);
+    g_main_context_pop_thread_default(host->context);
+    return NULL;
+}
+
+static gpointer
+free_pleg_thread(gpointer data)
+{
+    pleg_generic_free(data);
+    return NULL;
+}
+
+/* pleg_generic_free() (or a new callback) while the host thread runs the callback: the
+ * destroy notify waits until the callback returned, and the PLEG stays alive until then. */
+START_TEST(test_relist_callback_free_while_running)
+{
+    CallbackHost host = {.context = g_main_context_new()};
+    Fixture *fx = dispatcher_fixture(1000, 0);
+    GThread *host_thread, *free_thread;
+    gint64 end_time;
+
+    g_mutex_init(&host.lock);
+    g_cond_init(&host.cond);
+    pleg_generic_set_relist_callback(fx->pleg, host.context, on_relist_blocking, &host,
+                                     on_relist_destroy);
+    host_thread = g_thread_new("callback-host", callback_host_thread, &host);
+    pleg_generic_start(fx->pleg);
+
+    g_mutex_lock(&host.lock);
+    end_time = g_get_monotonic_time() + WAIT_USEC;
+    while (!host.in_callback)
+        ck_assert(g_cond_wait_until(&host.cond, &host.lock, end_time));
+    g_mutex_unlock(&host.lock);
+
+    /* The fixture's PLEG goes from another thread while the callback holds on. */
+    free_thread = g_thread_new("free", free_pleg_thread, g_steal_pointer(&fx->pleg));
+    g_mutex_lock(&host.lock);
+    end_time = g_get_monotonic_time() + G_USEC_PER_SEC / 5;
+    while (!host.destroyed && g_cond_wait_until(&host.cond, &host.lock, end_time))
+        ;
+    ck_assert_msg(!host.destroyed, "destroy notify ran while the callback was running");
+    host.release = TRUE;
+    g_cond_broadcast(&host.cond);
+    g_mutex_unlock(&host.lock);
+    g_thread_join(free_thread);
+
+    g_mutex_lock(&host.lock);
+    ck_assert(host.destroyed);
+    ck_assert(!host.used_destroyed);
+    g_mutex_unlock(&host.lock);
+
+    g_atomic_int_set(&host.quit, 1);
+    g_main_context_wakeup(host.context);
+    g_thread_join(host_thread);
+    fixture_free(fx);
+    g_main_context_unref(host.context);
+    g_cond_clear(&host.cond);
+    g_mutex_clear(&host.lock);
+}
+END_TEST
+
 typedef struct {
     GPtrArray *events;
 } AttachLog;
@@ -514,6 +622,7 @@ dispatcher_suite(void)
     tcase_add_test(tc, test_relist_callback);
     tcase_add_test(tc, test_relist_callback_not_iterated);
     tcase_add_test(tc, test_relist_callback_not_for_stop);
+    tcase_add_test(tc, test_relist_callback_free_while_running);
     tcase_add_test(tc, test_channel_attach);
     suite_add_tcase(suite, tc);
     return suite;

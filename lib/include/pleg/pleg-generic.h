@@ -215,7 +215,9 @@ PlegGeneric *pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *con
 /**
  * pleg_generic_free:
  *
- * Stops the dispatcher if running, closes every channel and frees the PLEG.  NULL-safe.
+ * Stops the dispatcher if running, closes every channel and frees the PLEG; waits for a relist
+ * callback running in another thread to return (see pleg_generic_set_relist_callback()).
+ * NULL-safe.
  */
 void pleg_generic_free(PlegGeneric *pleg);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegGeneric, pleg_generic_free)
@@ -345,7 +347,10 @@ typedef void (*PlegRelistFunc)(const GError *error, gint64 relist_time_ns, gpoin
  *
  * Call before pleg_generic_start().  @func runs in @context after every global relist run by
  * the dispatcher (not for pleg_generic_relist() called by hand), except one that
- * pleg_generic_stop() cancelled: that one says nothing about the runtime.
+ * pleg_generic_stop() cancelled: that one says nothing about the runtime.  Notices not
+ * dispatched yet are dropped; when the old callback is running in another thread, this waits
+ * until it returned, then calls the old destroy notify (from inside the callback it does not
+ * wait).  pleg_generic_free() does the same.
  */
 void pleg_generic_set_relist_callback(PlegGeneric *pleg, GMainContext *context,
                                       PlegRelistFunc func, gpointer user_data,
