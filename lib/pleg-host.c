@@ -30,7 +30,8 @@ typedef struct {
     PlegHealthCheckFunc func;
     gpointer user_data;
     GDestroyNotify destroy;
-    PluginEntry *owner; /* NULL for the host's own checker */
+    PluginEntry *owner;  /* NULL for the host's own checker */
+    PlegHealthKind kind; /* readiness checkers are left out of liveness rounds */
 } Checker;
 
 typedef struct {
@@ -79,10 +80,8 @@ struct _PlegHost {
     gpointer clock_data;
     gint64 relist_threshold_usec;
     gint64 pleg_started_ns;
-    PlegMetric *relist_duration; /* one observation per global relist attempt */
     PlegMetric *cri_streaming;   /* kubelet_cri_streaming_enabled, with CRIListStreaming on */
     char *list_probe_interval_text;
-    guint64 relist_attempts_at_start;
 
     GPtrArray *subscriptions;
     GPtrArray *plugins; /* PluginEntry, in load order */
@@ -177,8 +176,8 @@ checker_free(Checker *checker)
 }
 
 static guint
-add_checker(PlegHost *self, PluginEntry *owner, const char *name, PlegHealthCheckFunc func,
-            gpointer user_data, GDestroyNotify destroy)
+add_checker(PlegHost *self, PluginEntry *owner, PlegHealthKind kind, const char *name,
+            PlegHealthCheckFunc func, gpointer user_data, GDestroyNotify destroy)
 {
     Checker *checker;
     guint id;
@@ -192,6 +191,7 @@ add_checker(PlegHost *self, PluginEntry *owner, const char *name, PlegHealthChec
     checker->user_data = user_data;
     checker->destroy = destroy;
     checker->owner = owner;
+    checker->kind = kind;
 
     g_rw_lock_writer_lock(&self->health_lock);
     id = checker->id = ++self->next_checker_id;
@@ -220,26 +220,43 @@ remove_checkers(PlegHost *self, guint id, PluginEntry *owner)
 }
 
 static gboolean
-check_health(PlegHost *self, PlegHealthProgressFunc progress, gpointer progress_data,
-             char **ret_checker, GError **error)
+run_checker(Checker *checker, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+
+    if (checker->func(checker->user_data, &local_error))
+        return TRUE;
+    if (!local_error)
+        local_error = g_error_new(G_IO_ERROR, G_IO_ERROR_FAILED, "health checker %s failed",
+                                  checker->name);
+    g_propagate_error(error, g_steal_pointer(&local_error));
+    return FALSE;
+}
+
+/* The checkers of a @kind round: every one for readiness, the liveness ones for liveness. */
+static gboolean
+in_round(const Checker *checker, PlegHealthKind kind)
+{
+    return kind == PLEG_HEALTH_READINESS || checker->kind == PLEG_HEALTH_LIVENESS;
+}
+
+static gboolean
+check_health(PlegHost *self, PlegHealthKind kind, PlegHealthProgressFunc progress,
+             gpointer progress_data, char **ret_checker, GError **error)
 {
     g_rw_lock_reader_lock(&self->health_lock);
     for (guint i = 0; i < self->checkers->len; i++) {
         Checker *checker = g_ptr_array_index(self->checkers, i);
-        g_autoptr(GError) local_error = NULL;
 
+        if (!in_round(checker, kind))
+            continue;
         if (progress)
             progress(checker->name, progress_data);
-        if (checker->func(checker->user_data, &local_error))
+        if (run_checker(checker, error))
             continue;
-
-        if (!local_error)
-            local_error = g_error_new(G_IO_ERROR, G_IO_ERROR_FAILED, "health checker %s failed",
-                                      checker->name);
         if (ret_checker)
             *ret_checker = g_strdup(checker->name);
         g_rw_lock_reader_unlock(&self->health_lock);
-        g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
     }
     g_rw_lock_reader_unlock(&self->health_lock);
@@ -251,7 +268,49 @@ pleg_host_check_health(PlegHost *self, char **ret_checker, GError **error)
 {
     g_return_val_if_fail(self != NULL, FALSE);
 
-    return check_health(self, NULL, NULL, ret_checker, error);
+    return check_health(self, PLEG_HEALTH_LIVENESS, NULL, NULL, ret_checker, error);
+}
+
+gboolean
+pleg_host_check_readiness(PlegHost *self, char **ret_checker, GError **error)
+{
+    g_return_val_if_fail(self != NULL, FALSE);
+
+    return check_health(self, PLEG_HEALTH_READINESS, NULL, NULL, ret_checker, error);
+}
+
+void
+pleg_health_result_free(PlegHealthResult *result)
+{
+    if (!result)
+        return;
+    g_free(result->name);
+    g_clear_error(&result->error);
+    g_free(result);
+}
+
+GPtrArray *
+pleg_host_check_all(PlegHost *self, PlegHealthKind kind)
+{
+    GPtrArray *results;
+
+    g_return_val_if_fail(self != NULL, NULL);
+
+    results = g_ptr_array_new_with_free_func((GDestroyNotify)pleg_health_result_free);
+    g_rw_lock_reader_lock(&self->health_lock);
+    for (guint i = 0; i < self->checkers->len; i++) {
+        Checker *checker = g_ptr_array_index(self->checkers, i);
+        PlegHealthResult *result;
+
+        if (!in_round(checker, kind))
+            continue;
+        result = g_new0(PlegHealthResult, 1);
+        result->name = g_strdup(checker->name);
+        run_checker(checker, &result->error);
+        g_ptr_array_add(results, result);
+    }
+    g_rw_lock_reader_unlock(&self->health_lock);
+    return results;
 }
 
 static gint64
@@ -260,6 +319,12 @@ now_ns(PlegHost *self)
     return self->clock ? self->clock(self->clock_data) : g_get_real_time() * 1000;
 }
 
+/* Liveness: what restarting this process can fix.  Before the first successful relist the PLEG
+ * gets the health threshold from its start, as if it had been seen active then: a runtime slow
+ * to answer at start-up, or not there yet, must not stop the systemd watchdog heartbeat
+ * (kubelet's slow-start report), and restarting plegd would not bring the runtime up.  After
+ * it, kubelet's rule: unhealthy once the last successful relist started longer ago than the
+ * threshold. */
 static gboolean
 pleg_health_check(gpointer user_data, GError **error)
 {
@@ -269,17 +334,24 @@ pleg_health_check(gpointer user_data, GError **error)
     /* Not started yet (or stopped): nothing to be late for. */
     if (!g_atomic_int_get(&self->pleg_running))
         return TRUE;
-    /* Still starting: the first relist is in progress.  A runtime slow to answer at start-up
-     * must not stop the systemd watchdog heartbeat (kubelet's slow-start report), so a first
-     * relist that has not finished yet gets the health threshold, as if the PLEG had been seen
-     * active when it started.  A first relist that finished and failed is unhealthy at once. */
     if (pleg_generic_get_last_relist_time(self->pleg) == 0 &&
-        pleg_metric_get_count(self->relist_duration, NULL) == self->relist_attempts_at_start &&
         now_ns(self) - self->pleg_started_ns <= self->relist_threshold_usec * 1000)
         return TRUE;
     if (pleg_generic_healthy(self->pleg, &message))
         return TRUE;
     g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, message);
+    return FALSE;
+}
+
+/* Readiness: a global relist has succeeded since start, so the pod cache holds the node. */
+static gboolean
+first_relist_check(gpointer user_data, GError **error)
+{
+    PlegHost *self = user_data;
+
+    if (!g_atomic_int_get(&self->pleg_running) || pleg_generic_get_last_relist_time(self->pleg) != 0)
+        return TRUE;
+    g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "pleg has yet to be successful");
     return FALSE;
 }
 
@@ -346,7 +418,8 @@ static guint
 service_add_health_checker(PlegPluginHost *host, const char *name, PlegHealthCheckFunc func,
                            gpointer user_data, GDestroyNotify destroy)
 {
-    return add_checker(ENTRY(host)->host, ENTRY(host), name, func, user_data, destroy);
+    return add_checker(ENTRY(host)->host, ENTRY(host), PLEG_HEALTH_LIVENESS, name, func,
+                       user_data, destroy);
 }
 
 static void
@@ -366,7 +439,8 @@ static gboolean
 service_check_health_progress(PlegPluginHost *host, PlegHealthProgressFunc progress,
                               gpointer progress_data, char **ret_checker, GError **error)
 {
-    return check_health(ENTRY(host)->host, progress, progress_data, ret_checker, error);
+    return check_health(ENTRY(host)->host, PLEG_HEALTH_LIVENESS, progress, progress_data,
+                        ret_checker, error);
 }
 
 static const char *
@@ -1247,7 +1321,6 @@ pleg_host_start(PlegHost *self, GError **error)
     }
 
     self->pleg_started_ns = now_ns(self);
-    self->relist_attempts_at_start = pleg_metric_get_count(self->relist_duration, NULL);
     pleg_generic_start(self->pleg);
     g_atomic_int_set(&self->pleg_running, TRUE);
 
@@ -1403,10 +1476,9 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
                              pleg_feature_gates_enabled(gates, PLEG_FEATURE_CRI_LIST_STREAMING),
                              config->list_stream_probe_interval_usec);
     self->pleg = pleg_generic_new(self->runtime, &config->generic, self->metrics);
-    self->relist_duration =
-        pleg_metrics_lookup(self->metrics, "kubelet_pleg_relist_duration_seconds");
-    add_checker(self, NULL, "pleg", pleg_health_check, self, NULL);
-    add_checker(self, NULL, "runtime", runtime_health_check, self, NULL);
+    add_checker(self, NULL, PLEG_HEALTH_LIVENESS, "pleg", pleg_health_check, self, NULL);
+    add_checker(self, NULL, PLEG_HEALTH_READINESS, "first-relist", first_relist_check, self, NULL);
+    add_checker(self, NULL, PLEG_HEALTH_READINESS, "runtime", runtime_health_check, self, NULL);
 
     return g_steal_pointer(&self);
 }

@@ -519,25 +519,65 @@ handle_metrics(PlegdHttp *http, SoupServerMessage *msg)
     respond(msg, SOUP_STATUS_OK, METRICS_CONTENT_TYPE, pleg_metrics_registry_expose(http->metrics));
 }
 
-/* The PLEG's own verdict first, as kubelet's /healthz gives it: the host's "pleg" checker
- * forgives a first relist that is slow (for the sake of the watchdog), an operator asking
- * /healthz wants to know at once.  Then every checker of the host and its plugins. */
+/* Kubernetes components' health endpoints: /livez (with /healthz as its alias) fails only for
+ * what restarting plegd can fix, and the systemd watchdog follows the same round; /readyz also
+ * fails before the first successful relist and while the runtime is unreachable.  The plain
+ * answer names the first failing check; ?verbose lists every check as kube-apiserver does. */
+static void
+handle_health(PlegdHttp *http, SoupServerMessage *msg, PlegHealthKind kind, const char *endpoint,
+              guint failure_status)
+{
+    const char *query = g_uri_get_query(soup_server_message_get_uri(msg));
+    g_autoptr(GPtrArray) results = pleg_host_check_all(http->host, kind);
+    g_autoptr(GString) body = g_string_new(NULL);
+    const PlegHealthResult *failed = NULL;
+    gboolean verbose = FALSE;
+
+    if (query) {
+        g_auto(GStrv) params = g_strsplit(query, "&", -1);
+
+        for (char **param = params; *param; param++)
+            verbose |= g_str_equal(*param, "verbose") || g_str_has_prefix(*param, "verbose=");
+    }
+    for (guint i = 0; i < results->len; i++) {
+        const PlegHealthResult *result = g_ptr_array_index(results, i);
+
+        if (result->error && !failed)
+            failed = result;
+        if (!verbose)
+            continue;
+        if (result->error)
+            g_string_append_printf(body, "[-]%s failed: %s\n", result->name,
+                                   result->error->message);
+        else
+            g_string_append_printf(body, "[+]%s ok\n", result->name);
+    }
+    if (verbose)
+        g_string_append_printf(body, "%s check %s\n", endpoint, failed ? "failed" : "passed");
+    else if (failed)
+        g_string_append_printf(body, "%s failed: %s", failed->name, failed->error->message);
+    else
+        g_string_append(body, "ok");
+    respond(msg, failed ? failure_status : SOUP_STATUS_OK, TEXT_CONTENT_TYPE,
+            g_string_free(g_steal_pointer(&body), FALSE));
+}
+
+static void
+handle_livez(PlegdHttp *http, SoupServerMessage *msg)
+{
+    handle_health(http, msg, PLEG_HEALTH_LIVENESS, "livez", SOUP_STATUS_INTERNAL_SERVER_ERROR);
+}
+
 static void
 handle_healthz(PlegdHttp *http, SoupServerMessage *msg)
 {
-    g_autofree char *message = NULL;
-    g_autofree char *checker = NULL;
-    g_autoptr(GError) error = NULL;
+    handle_health(http, msg, PLEG_HEALTH_LIVENESS, "healthz", SOUP_STATUS_INTERNAL_SERVER_ERROR);
+}
 
-    if (!pleg_generic_healthy(pleg_host_get_pleg(http->host), &message))
-        respond(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, TEXT_CONTENT_TYPE,
-                g_strdup_printf("pleg failed: %s", message));
-    else if (!pleg_host_check_health(http->host, &checker, &error))
-        respond(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, TEXT_CONTENT_TYPE,
-                g_strdup_printf("%s failed: %s", checker ? checker : "health check",
-                                error ? error->message : "unhealthy"));
-    else
-        respond(msg, SOUP_STATUS_OK, TEXT_CONTENT_TYPE, g_strdup("ok"));
+static void
+handle_readyz(PlegdHttp *http, SoupServerMessage *msg)
+{
+    handle_health(http, msg, PLEG_HEALTH_READINESS, "readyz", SOUP_STATUS_SERVICE_UNAVAILABLE);
 }
 
 /* A stream is not idle: its connection leaves the idle timeout and the connection pool. */
@@ -561,8 +601,12 @@ lookup_route(PlegdHttp *http, const char *path)
 {
     if (g_str_equal(path, "/metrics"))
         return handle_metrics;
+    if (g_str_equal(path, "/livez"))
+        return handle_livez;
     if (g_str_equal(path, "/healthz"))
         return handle_healthz;
+    if (g_str_equal(path, "/readyz"))
+        return handle_readyz;
     if (http->events && g_str_equal(path, "/events"))
         return handle_events;
     return NULL;

@@ -1025,12 +1025,29 @@ START_TEST(test_health_pleg_first)
     }
     ck_assert_uint_ge(env->failed_relists, 1);
 
-    /* The first relist finished and failed: unhealthy at once. */
-    ck_assert(!pleg_host_check_health(env->host, &checker, &error));
-    ck_assert_str_eq(checker, "pleg");
+    /* The first relist finished and failed: not ready at once, and still alive (a runtime not
+     * up yet must not stop the watchdog heartbeat) until the threshold. */
+    ck_assert(!pleg_host_check_readiness(env->host, &checker, &error));
+    ck_assert_str_eq(checker, "first-relist");
     ck_assert_str_eq(error->message, "pleg has yet to be successful");
     g_clear_error(&error);
     g_clear_pointer(&checker, g_free);
+    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+    {
+        g_autoptr(GPtrArray) results = pleg_host_check_all(env->host, PLEG_HEALTH_READINESS);
+        const PlegHealthResult *result;
+
+        ck_assert_uint_eq(results->len, 3);
+        result = g_ptr_array_index(results, 0);
+        ck_assert_str_eq(result->name, "pleg");
+        ck_assert_ptr_null(result->error);
+        result = g_ptr_array_index(results, 1);
+        ck_assert_str_eq(result->name, "first-relist");
+        ck_assert_str_eq(result->error->message, "pleg has yet to be successful");
+        result = g_ptr_array_index(results, 2);
+        ck_assert_str_eq(result->name, "runtime");
+        ck_assert_ptr_null(result->error);
+    }
 
     /* Once a relist succeeds, the Generic PLEG's own check decides. */
     fake_runtime_clear_faults(env->fake);
@@ -1060,20 +1077,22 @@ START_TEST(test_health_runtime_reachability)
 
     env_start(env);
     ck_assert(env_wait(env, relists_reached, GUINT_TO_POINTER(1)));
-    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+    ck_assert(pleg_host_check_readiness(env->host, NULL, NULL));
 
     fake_runtime_fail(env->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, -1);
     ck_assert(env_wait(env, failed_relists_reached, GUINT_TO_POINTER(1)));
-    ck_assert(!pleg_host_check_health(env->host, &checker, &error));
+    ck_assert(!pleg_host_check_readiness(env->host, &checker, &error));
     ck_assert_str_eq(checker, "runtime");
     ck_assert_msg(g_str_has_prefix(error->message, "container runtime is not reachable: "), "%s",
                   error->message);
     g_clear_error(&error);
+    /* Liveness, which the watchdog heartbeat follows: a runtime outage is not plegd's to fix. */
+    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
 
     relists = env->relists;
     fake_runtime_clear_faults(env->fake);
     ck_assert(env_wait(env, relists_reached, GUINT_TO_POINTER(relists + 1)));
-    ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+    ck_assert(pleg_host_check_readiness(env->host, NULL, NULL));
 }
 END_TEST
 

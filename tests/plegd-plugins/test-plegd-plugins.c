@@ -111,6 +111,168 @@ START_TEST(test_watchdog_heartbeats)
 }
 END_TEST
 
+/* ---- liveness, readiness and the heartbeat through a runtime outage ---- */
+
+/* WATCHDOG_USEC=2s: a heartbeat every second, systemd's kill after 2 s without one.  A gap
+ * must stay near the interval: 1.5 s leaves room for a loaded 2-core machine, a sanitizer
+ * build slows plegd further (still under the 2 s that would get it killed).  The defect this
+ * guards against gave gaps of 10 to 20 s. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define MAX_HEARTBEAT_GAP_USEC (1900 * 1000)
+#else
+#define MAX_HEARTBEAT_GAP_USEC (1500 * 1000)
+#endif
+
+typedef struct {
+    GSocket *notify;
+    GString *received;
+    gint64 last_heartbeat;  /* monotonic usec, 0: none yet */
+    gint64 max_gap;
+} Heartbeats;
+
+/* Receives notifications until @until_usec (monotonic), noting the widest gap between two
+ * WATCHDOG=1. */
+static void
+heartbeats_follow(Heartbeats *h, gint64 until_usec)
+{
+    for (gint64 now = g_get_monotonic_time(); now < until_usec; now = g_get_monotonic_time()) {
+        g_autoptr(GError) error = NULL;
+        char buffer[4096];
+        gssize n;
+
+        if (!g_socket_condition_timed_wait(h->notify, G_IO_IN, until_usec - now, NULL, &error))
+            break;
+        n = g_socket_receive(h->notify, buffer, sizeof buffer, NULL, &error);
+        ck_assert_msg(n >= 0, "%s", error ? error->message : "");
+        g_string_append_len(h->received, buffer, n);
+        g_string_append_c(h->received, '\n');
+        if (n == strlen("WATCHDOG=1") && memcmp(buffer, "WATCHDOG=1", n) == 0) {
+            now = g_get_monotonic_time();
+            if (h->last_heartbeat)
+                h->max_gap = MAX(h->max_gap, now - h->last_heartbeat);
+            h->last_heartbeat = now;
+        }
+    }
+}
+
+/* GETs @path until it answers @status (a relist may have to fail first); returns the body. */
+static char *
+wait_answer(const char *base, const char *path, guint status, Heartbeats *h)
+{
+    g_autofree char *url = g_strconcat(base, path, NULL);
+    gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+    guint got;
+
+    for (;;) {
+        char *body = NULL;
+
+        got = http_request("GET", url, &body, NULL);
+        if (got == status || g_get_monotonic_time() > deadline)
+            return body;
+        g_free(body);
+        heartbeats_follow(h, g_get_monotonic_time() + 100 * 1000);
+    }
+}
+
+static PlegdRunner *
+spawn_watched(Env *env, const char *notify_path)
+{
+    g_autofree char *notify_env = g_strdup_printf("NOTIFY_SOCKET=%s", notify_path);
+    const char *const env_vars[] = {notify_env, "WATCHDOG_USEC=2000000", NULL};
+    g_autofree char *plugin_dir =
+        g_strdup_printf("--plugin-dir=%s", g_getenv("PLEG_WATCHDOG_PLUGIN_DIR"));
+
+    return plegd_runner_spawn(env_vars, env->endpoint_arg, "--relist-period=200ms",
+                              "--runtime-request-timeout=2s",
+                              "--metrics-bind-address=127.0.0.1:0", plugin_dir,
+                              "--require-plugins=watchdog");
+}
+
+/* The runtime goes away for 15 s after a healthy start (a containerd restart, with gRPC's
+ * reconnect backoff on top): the heartbeat goes on at its interval, since restarting plegd
+ * cannot fix the runtime, while /readyz is 503 naming the runtime's error and /livez stays 200. */
+START_TEST(test_watchdog_through_runtime_outage)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *notify_path = g_build_filename(env->dir, "notify.sock", NULL);
+    g_autoptr(GSocket) notify = bind_notify_socket(notify_path);
+    g_autoptr(GString) received = g_string_new(NULL);
+    Heartbeats h = {notify, received, 0, 0};
+    g_autoptr(PlegdRunner) plegd = spawn_watched(env, notify_path);
+    g_autofree char *base = plegd_runner_wait_metrics_url(plegd);
+    g_autofree char *body = NULL;
+    g_autoptr(GError) error = NULL;
+    gint64 outage_end;
+
+    body = wait_answer(base, "/readyz", 200, &h);
+    ck_assert_str_eq(body, "ok");
+    g_clear_pointer(&body, g_free);
+    heartbeats_follow(&h, g_get_monotonic_time() + 2 * G_USEC_PER_SEC);
+    ck_assert_msg(strstr(received->str, "READY=1"), "received:\n%s", received->str);
+
+    ck_assert(cri_sim_go_away(env->sim, -1, FALSE, &error));
+    outage_end = g_get_monotonic_time() + 15 * G_USEC_PER_SEC;
+    h.max_gap = 0;
+    body = wait_answer(base, "/readyz", 503, &h);
+    ck_assert_msg(g_str_has_prefix(body, "runtime failed: container runtime is not reachable: "),
+                  "%s", body);
+    g_clear_pointer(&body, g_free);
+    body = wait_answer(base, "/livez", 200, &h);
+    ck_assert_str_eq(body, "ok");
+    g_clear_pointer(&body, g_free);
+    heartbeats_follow(&h, outage_end);
+    ck_assert_msg(h.max_gap <= MAX_HEARTBEAT_GAP_USEC,
+                  "a heartbeat gap of %" G_GINT64_FORMAT " ms during the outage", h.max_gap / 1000);
+    ck_assert_msg(h.max_gap > 0, "no heartbeat during the outage:\n%s", received->str);
+
+    ck_assert(cri_sim_come_back(env->sim, &error));
+    body = wait_answer(base, "/readyz", 200, &h);
+    ck_assert_str_eq(body, "ok");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
+/* The runtime's socket does not exist for the first 10 s: no heartbeat gap either, /readyz is
+ * 503 until the first relist succeeds, and READY=1 comes once it does. */
+START_TEST(test_watchdog_runtime_absent_at_start)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *notify_path = g_build_filename(env->dir, "notify.sock", NULL);
+    g_autoptr(GSocket) notify = bind_notify_socket(notify_path);
+    g_autoptr(GString) received = g_string_new(NULL);
+    Heartbeats h = {notify, received, 0, 0};
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *body = NULL;
+    g_autoptr(GError) error = NULL;
+    gint64 absent_end;
+
+    ck_assert(cri_sim_go_away(env->sim, -1, FALSE, &error));
+    plegd = spawn_watched(env, notify_path);
+    base = plegd_runner_wait_metrics_url(plegd);
+    absent_end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+    body = wait_answer(base, "/readyz", 503, &h);
+    ck_assert_msg(g_str_equal(body, "first-relist failed: pleg has yet to be successful"), "%s",
+                  body);
+    g_clear_pointer(&body, g_free);
+    heartbeats_follow(&h, absent_end);
+    ck_assert_msg(h.max_gap > 0, "no heartbeat while the runtime was absent:\n%s",
+                  received->str);
+    ck_assert_msg(h.max_gap <= MAX_HEARTBEAT_GAP_USEC,
+                  "a heartbeat gap of %" G_GINT64_FORMAT " ms while the runtime was absent",
+                  h.max_gap / 1000);
+    ck_assert_msg(!strstr(received->str, "READY=1"), "READY=1 without a relist:\n%s",
+                  received->str);
+
+    ck_assert(cri_sim_come_back(env->sim, &error));
+    body = wait_answer(base, "/readyz", 200, &h);
+    ck_assert_str_eq(body, "ok");
+    heartbeats_follow(&h, g_get_monotonic_time() + G_USEC_PER_SEC);
+    ck_assert_msg(strstr(received->str, "READY=1"), "received:\n%s", received->str);
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
 /* The gate on and a NOTIFY_SOCKET nobody listens on: the notify errors of both attempts and one
  * retries-exhausted summary, with KEP-6247's stable fields. */
 START_TEST(test_watchdog_diagnostics_records)
@@ -209,6 +371,8 @@ main(void)
     tcase_add_test(tc, test_watchdog_heartbeats);
     tcase_add_test(tc, test_watchdog_diagnostics_records);
     tcase_add_test(tc, test_watchdog_stall_record_before_kill);
+    tcase_add_test(tc, test_watchdog_through_runtime_outage);
+    tcase_add_test(tc, test_watchdog_runtime_absent_at_start);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -2,7 +2,7 @@
 /*
  * plegd's HTTP server under abuse: more idle connections than it serves, connections that never
  * finish a request or stay idle, accept() at the file descriptor limit, and request bodies that
- * plegd never wants.  plegd runs without a runtime: /healthz answers 500, /metrics 200.
+ * plegd never wants.  plegd runs without a runtime: /readyz answers 503, /metrics 200.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -68,11 +68,11 @@ start_plegd(const char *extra_arg, guint max_fds)
 static void
 assert_served(void)
 {
-    g_autofree char *url = g_strconcat(fixture.base, "/healthz", NULL);
+    g_autofree char *url = g_strconcat(fixture.base, "/readyz", NULL);
     g_autofree char *body = NULL;
 
-    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 500);
-    ck_assert_msg(g_str_has_prefix(body, "pleg failed: "), "%s", body);
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 503);
+    ck_assert_msg(g_str_has_prefix(body, "first-relist failed: "), "%s", body);
 }
 
 /* ---- raw connections ---- */

@@ -132,9 +132,31 @@ START_TEST(test_unreachable_runtime)
                   failed_line);
     ck_assert_msg(count_messages(err, "relist failed") <= 2, "failures not rate limited:\n%s", err);
 
-    url = g_strconcat(base, "/healthz", NULL);
-    ck_assert_uint_eq(http_request("GET", url, &body, &content_type), 500);
-    ck_assert_msg(strstr(body, "pleg has yet to be successful"), "%s", body);
+    /* Not ready, and says why; alive: restarting plegd would not bring the runtime up. */
+    url = g_strconcat(base, "/readyz", NULL);
+    ck_assert_uint_eq(http_request("GET", url, &body, &content_type), 503);
+    ck_assert_str_eq(body, "first-relist failed: pleg has yet to be successful");
+    g_clear_pointer(&body, g_free);
+    g_clear_pointer(&content_type, g_free);
+    g_clear_pointer(&url, g_free);
+    url = g_strconcat(base, "/readyz?verbose", NULL);
+    ck_assert_uint_eq(http_request("GET", url, &body, &content_type), 503);
+    ck_assert_str_eq(body, "[+]pleg ok\n[-]first-relist failed: pleg has yet to be successful\n"
+                           "[+]runtime ok\nreadyz check failed\n");
+    g_clear_pointer(&body, g_free);
+    g_clear_pointer(&content_type, g_free);
+    g_clear_pointer(&url, g_free);
+    for (gsize i = 0; i < 2; i++) {
+        url = g_strconcat(base, i ? "/healthz" : "/livez", NULL);
+        ck_assert_uint_eq(http_request("GET", url, &body, &content_type), 200);
+        ck_assert_str_eq(body, "ok");
+        g_clear_pointer(&body, g_free);
+        g_clear_pointer(&content_type, g_free);
+        g_clear_pointer(&url, g_free);
+    }
+    url = g_strconcat(base, "/livez?verbose", NULL);
+    ck_assert_uint_eq(http_request("GET", url, &body, &content_type), 200);
+    ck_assert_str_eq(body, "[+]pleg ok\nlivez check passed\n");
     g_clear_pointer(&body, g_free);
     g_clear_pointer(&content_type, g_free);
     g_clear_pointer(&url, g_free);
@@ -267,8 +289,8 @@ START_TEST(test_ipv6_and_sigint)
                                "--metrics-bind-address=[::1]:0");
     base = plegd_runner_wait_metrics_url(plegd);
     ck_assert_msg(g_str_has_prefix(base, "http://[::1]:"), "%s", base);
-    url = g_strconcat(base, "/healthz", NULL);
-    ck_assert_uint_eq(http_request("GET", url, NULL, NULL), 500);
+    url = g_strconcat(base, "/readyz", NULL);
+    ck_assert_uint_eq(http_request("GET", url, NULL, NULL), 503);
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGINT), 0);
     remove_tmpdir(dir);
 }
@@ -538,9 +560,9 @@ START_TEST(test_broken_plugin)
     assert_stderr_shows(plegd, "plugin broken: failed: ");
     assert_stderr_shows(plegd, "plugin hello: running");
     assert_stderr_shows(plegd, "relist failed: ");
-    body = get(base, "/healthz", 500);
+    body = get(base, "/readyz", 503);
     ck_assert_msg(strstr(body, "pleg has yet to be successful"), "%s", body);
-    ck_assert_msg(g_str_has_prefix(body, "pleg"), "the checker is not named: %s", body);
+    ck_assert_msg(g_str_has_prefix(body, "first-relist"), "the checker is not named: %s", body);
     g_free(body);
     body = get(base, "/metrics", 200);
     ck_assert_msg(strstr(body, "pleg_hello_ticks_total"), "%s", body);

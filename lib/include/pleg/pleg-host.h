@@ -200,24 +200,81 @@ void pleg_host_set_relist_callback(PlegHost *host, PlegRelistFunc func, gpointer
                                    GDestroyNotify destroy);
 
 /**
+ * PlegHealthKind:
+ * @PLEG_HEALTH_LIVENESS: fails only for what restarting this process can fix (Kubernetes'
+ *   /livez): the Generic PLEG past its health threshold, and the plugins' checkers.  The
+ *   systemd watchdog heartbeat follows it, as kubelet's follows its own health checkers.
+ * @PLEG_HEALTH_READINESS: also fails while the PLEG cannot be relied on yet or now (/readyz):
+ *   before the first successful global relist, and while the runtime is unreachable.
+ *
+ * The two rounds of health checkers a host runs.
+ */
+typedef enum {
+    PLEG_HEALTH_LIVENESS,
+    PLEG_HEALTH_READINESS,
+} PlegHealthKind;
+
+/**
  * pleg_host_check_health:
  * @ret_checker: (out) (optional) (transfer full): the name of the failing checker.
  *
- * Runs the health checkers in registration order, stopping at the first failure: "pleg", then
- * "runtime", then those the plugins added.  Any thread.
+ * The liveness round: runs the liveness checkers in registration order, stopping at the first
+ * failure: "pleg", then those the plugins added (every plugin checker is a liveness checker).
+ * The watchdog plugin's heartbeat asks this.
  *
- * The "runtime" checker is the runtime's reachability (issue 4): healthy until the runtime has
- * answered a global relist once, then unhealthy ("container runtime is not reachable: <the CRI
- * error>") while the last global relist could not reach it.
+ * The "pleg" checker is the Generic PLEG's health once its subject exists: healthy before
+ * pleg_host_start(), and until the relist threshold after start while no global relist has
+ * succeeded yet, whether the first relist is still running or failed (a runtime slow to start,
+ * or not there yet, must not stop the heartbeat: restarting plegd would not bring it up).
+ * After the first success it is kubelet's check: unhealthy ("pleg was last seen active <d> ago;
+ * threshold is <t>") once the last successful relist started longer ago than the threshold.
  *
- * The "pleg" checker is the Generic PLEG's health once its subject exists (issue: a slow start
- * must not starve the systemd watchdog): healthy before pleg_host_start(), and healthy while the
- * *first* global relist is still running, for at most the relist threshold after start.  A first
- * relist that completes with an error, or no success within the threshold, is unhealthy with
- * kubelet's message.  plegd's /healthz asks pleg_generic_healthy() directly, so it reports
- * "pleg has yet to be successful" until the first relist succeeds.
+ * Thread safety: callable from any thread, not from inside a health checker.
  */
 gboolean pleg_host_check_health(PlegHost *host, char **ret_checker, GError **error);
+
+/**
+ * pleg_host_check_readiness:
+ * @ret_checker: (out) (optional) (transfer full): the name of the failing checker.
+ *
+ * The readiness round: every checker in registration order, stopping at the first failure:
+ * "pleg", "first-relist" ("pleg has yet to be successful" until a global relist succeeded
+ * since start), "runtime" (healthy until the runtime has answered a global relist once, then
+ * unhealthy, "container runtime is not reachable: <the CRI error>", while the last global
+ * relist could not reach it), then the plugins' checkers.
+ *
+ * Thread safety: callable from any thread, not from inside a health checker.
+ */
+gboolean pleg_host_check_readiness(PlegHost *host, char **ret_checker, GError **error);
+
+/**
+ * PlegHealthResult:
+ * @name: the checker's name.
+ * @error: (nullable): why it failed; %NULL when it passed.
+ *
+ * One checker's verdict of pleg_host_check_all().
+ */
+typedef struct {
+    char *name;
+    GError *error;
+} PlegHealthResult;
+
+void pleg_health_result_free(PlegHealthResult *result);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegHealthResult, pleg_health_result_free)
+
+/**
+ * pleg_host_check_all:
+ * @kind: which round.
+ *
+ * Runs every checker of the round, not stopping at a failure, for a verbose answer
+ * (kube-apiserver's `?verbose`: one "[+]name ok" or "[-]name failed: reason" line each).
+ *
+ * Returns: (transfer full) (element-type PlegHealthResult): the verdicts in registration
+ *   order.
+ *
+ * Thread safety: callable from any thread, not from inside a health checker.
+ */
+GPtrArray *pleg_host_check_all(PlegHost *host, PlegHealthKind kind);
 
 /** Returns: (transfer none): the Generic PLEG. */
 PlegGeneric *pleg_host_get_pleg(PlegHost *host);
