@@ -3,6 +3,7 @@
  * The plugin host: CRI client, Generic PLEG, metrics, health checkers and the plugin loader.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -850,6 +851,73 @@ declare_plugin_gates(PlegFeatureGates *gates, GKeyFile *key_file, const char *fi
     return TRUE;
 }
 
+/* A file a root process may act on: a regular file owned by root (or by the user running the
+ * host) and writable by nobody else, as NetworkManager's nm_utils_validate_plugin() checks.
+ * Otherwise @what ("plugin file", "module") and the reason in @error. */
+static gboolean
+check_trusted(const struct stat *st, const char *what, GError **error)
+{
+    if (!S_ISREG(st->st_mode)) {
+        g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_PLUGIN_FILE, "%s not a regular file",
+                    what);
+        return FALSE;
+    }
+    if (st->st_uid != 0 && st->st_uid != geteuid()) {
+        g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_PLUGIN_FILE,
+                    "%s owned by uid %u, not by root or uid %u", what, (unsigned)st->st_uid,
+                    (unsigned)geteuid());
+        return FALSE;
+    }
+    if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+        g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_PLUGIN_FILE,
+                    "%s writable by group or others (mode %04o)", what,
+                    (unsigned)(st->st_mode & 07777));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* Loads a .plugin file only when it passes check_trusted(): it names the module a root host
+ * opens, so a file anyone else could write must not be read at all.  The checks are made on
+ * the open file, so they hold for the bytes read. */
+static gboolean
+load_trusted_key_file(GKeyFile *key_file, const char *path, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    g_autoptr(GMappedFile) mapped = NULL;
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+    if (fd < 0) {
+        int errsv = errno;
+
+        g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                    "cannot read the plugin file: %s", g_strerror(errsv));
+        return FALSE;
+    }
+    if (fstat(fd, &st) < 0 || !check_trusted(&st, "plugin file", error)) {
+        if (error && !*error)
+            g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                        "cannot read the plugin file: %s", g_strerror(errno));
+        close(fd);
+        return FALSE;
+    }
+    mapped = g_mapped_file_new_from_fd(fd, FALSE, &local_error);
+    close(fd);
+    if (!mapped ||
+        !g_key_file_load_from_data(key_file, g_mapped_file_get_contents(mapped),
+                                   g_mapped_file_get_length(mapped), G_KEY_FILE_NONE,
+                                   &local_error)) {
+        /* GLib quotes the offending line, whatever its bytes. */
+        g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
+
+        g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
+                    "cannot read the plugin file: %s", why);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* Reads the .plugin file: name, module path, gate.  FALSE when the entry failed. */
 static gboolean
 read_plugin_file(PlegHost *self, PluginEntry *entry)
@@ -860,11 +928,8 @@ read_plugin_file(PlegHost *self, PluginEntry *entry)
     g_autofree char *module = NULL;
     g_autofree char *gate = NULL;
 
-    if (!g_key_file_load_from_file(key_file, entry->plugin_file, G_KEY_FILE_NONE, &local_error)) {
-        /* GLib quotes the offending line, whatever its bytes. */
-        g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
-
-        plugin_fail(entry, PLEG_HOST_ERROR_CONFIG, "cannot read the plugin file: %s", why);
+    if (!load_trusted_key_file(key_file, entry->plugin_file, &local_error)) {
+        plugin_fail(entry, local_error->code, "%s", local_error->message);
         return FALSE;
     }
 
@@ -910,6 +975,7 @@ read_plugin_file(PlegHost *self, PluginEntry *entry)
 static gboolean
 check_module_file(PluginEntry *entry)
 {
+    g_autoptr(GError) local_error = NULL;
     struct stat st;
 
     if (stat(entry->info.path, &st) < 0) {
@@ -919,18 +985,8 @@ check_module_file(PluginEntry *entry)
                     g_strerror(errsv));
         return FALSE;
     }
-    if (!S_ISREG(st.st_mode)) {
-        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_FILE, "not a regular file");
-        return FALSE;
-    }
-    if (st.st_uid != 0 && st.st_uid != geteuid()) {
-        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_FILE, "owned by uid %u, not by root or uid %u",
-                    (unsigned)st.st_uid, (unsigned)geteuid());
-        return FALSE;
-    }
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_FILE, "writable by group or others (mode %04o)",
-                    (unsigned)(st.st_mode & 07777));
+    if (!check_trusted(&st, "module", &local_error)) {
+        plugin_fail(entry, PLEG_HOST_ERROR_PLUGIN_FILE, "%s", local_error->message);
         return FALSE;
     }
     return TRUE;
@@ -1159,8 +1215,8 @@ pleg_feature_gates_register_plugins(PlegFeatureGates *gates, const char *plugin_
             g_autoptr(GKeyFile) key_file = g_key_file_new();
             g_autoptr(GError) local_error = NULL;
 
-            /* The loader reports a file it cannot read; it declares nothing. */
-            if (!g_key_file_load_from_file(key_file, path, G_KEY_FILE_NONE, &local_error)) {
+            /* The loader reports a file it cannot read or may not trust; it declares nothing. */
+            if (!load_trusted_key_file(key_file, path, &local_error)) {
                 g_debug("%s: %s, no feature gates from it", path, local_error->message);
                 continue;
             }

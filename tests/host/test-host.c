@@ -547,9 +547,9 @@ static const Broken broken[] = {
     {"notso", setup_notso, PLEG_HOST_ERROR_PLUGIN_OPEN, "libfixture-notso.so",
      "cannot open the module: @DIR@/libfixture-notso.so: invalid ELF header", NULL},
     {"good", setup_group_writable, PLEG_HOST_ERROR_PLUGIN_FILE, "libfixture-good.so",
-     "writable by group or others (mode 0775)", NULL},
+     "module writable by group or others (mode 0775)", NULL},
     {"good", setup_world_writable, PLEG_HOST_ERROR_PLUGIN_FILE, "libfixture-good.so",
-     "writable by group or others (mode 0646)", NULL},
+     "module writable by group or others (mode 0646)", NULL},
     {"mismatch", setup_mismatch, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-good.so",
      "descriptor name good does not match Name=mismatch of @DIR@/mismatch.plugin", "constructor\n"},
     {"good", setup_gate_mismatch, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-good.so",
@@ -557,7 +557,7 @@ static const Broken broken[] = {
      "@DIR@/good.plugin",
      "constructor\n"},
     {"notregular", setup_notregular, PLEG_HOST_ERROR_PLUGIN_FILE, "a-directory.so",
-     "not a regular file", NULL},
+     "module not a regular file", NULL},
     {"missing", setup_missing_module, PLEG_HOST_ERROR_PLUGIN_FILE, "libnothere.so",
      "cannot stat the module: No such file or directory", NULL},
     {"startfail", setup_duplicate, PLEG_HOST_ERROR_CONFIG, "z-startfail-again.plugin",
@@ -626,6 +626,51 @@ START_TEST(test_broken_plugin)
 }
 END_TEST
 
+/* A .plugin file names the module a root host opens: one that another user owns or may write is
+ * refused before anything is read from it, and no module is opened (its constructor would run
+ * as root). */
+START_TEST(test_untrusted_plugin_file)
+{
+    static const struct {
+        mode_t mode;
+        uid_t uid;
+        const char *reason;
+    } cases[] = {
+        {0646, 0, "plugin file writable by group or others (mode 0646)"},
+        {0664, 0, "plugin file writable by group or others (mode 0664)"},
+        {0644, 4242, "plugin file owned by uid 4242, not by root or uid 0"},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(Env) env = env_new();
+        g_autofree char *path = module_path(env->dir, "good");
+        g_autofree char *plugin_file = g_build_filename(env->dir, "good.plugin", NULL);
+        g_autoptr(GPtrArray) plugins = NULL;
+        PlegPluginInfo *info;
+
+        if (cases[i].uid != 0 && geteuid() != 0)
+            continue; /* chown to another user needs root */
+        install_fixture(env->dir, "good");
+        ck_assert_int_eq(chmod(plugin_file, cases[i].mode), 0);
+        if (cases[i].uid != 0)
+            ck_assert_int_eq(chown(plugin_file, cases[i].uid, cases[i].uid), 0);
+        env_start(env);
+
+        plugins = pleg_host_get_plugins(env->host);
+        ck_assert_uint_eq(plugins->len, 1);
+        info = g_ptr_array_index(plugins, 0);
+        ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_FAILED);
+        ck_assert(g_error_matches(info->error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_PLUGIN_FILE));
+        ck_assert_msg(g_str_has_suffix(info->error->message, cases[i].reason), "%s",
+                      info->error->message);
+        ck_assert_msg(strstr(info->error->message, "good.plugin"), "%s", info->error->message);
+        ck_assert_ptr_null(fixture_log(path));
+        ck_assert(!module_mapped(path));
+        assert_host_runs(env);
+    }
+}
+END_TEST
+
 START_TEST(test_wrong_owner)
 {
     g_autoptr(Env) env = env_new();
@@ -643,7 +688,8 @@ START_TEST(test_wrong_owner)
     info = find_info(env->host, "good");
     ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_FAILED);
     ck_assert(g_error_matches(info->error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_PLUGIN_FILE));
-    expected = g_strdup_printf("plugin good (%s): owned by uid 4242, not by root or uid 0", path);
+    expected =
+        g_strdup_printf("plugin good (%s): module owned by uid 4242, not by root or uid 0", path);
     ck_assert_str_eq(info->error->message, expected);
     ck_assert_ptr_null(fixture_log(path));
     assert_host_runs(env);
@@ -1422,6 +1468,7 @@ host_suite(void)
     tcase_add_test(tc, test_good_plugin);
     tcase_add_loop_test(tc, test_broken_plugin, 0, G_N_ELEMENTS(broken));
     tcase_add_test(tc, test_wrong_owner);
+    tcase_add_test(tc, test_untrusted_plugin_file);
     tcase_add_loop_test(tc, test_required_plugin, 0, G_N_ELEMENTS(required_cases));
     tcase_add_test(tc, test_disabled_by_gate);
     tcase_add_test(tc, test_disabled_by_name);
