@@ -38,6 +38,8 @@ struct _PlegdHttp {
     guint backoff_ms;
     guint64 n_accept_errors; /* since the last log line */
     gint64 last_accept_log_usec;
+
+    struct _HealthRound *rounds[2]; /* by PlegHealthKind: the round running, NULL: none */
 };
 
 struct _Connection {
@@ -522,62 +524,174 @@ handle_metrics(PlegdHttp *http, SoupServerMessage *msg)
 /* Kubernetes components' health endpoints: /livez (with /healthz as its alias) fails only for
  * what restarting plegd can fix, and the systemd watchdog follows the same round; /readyz also
  * fails before the first successful relist and while the runtime is unreachable.  The plain
- * answer names the first failing check; ?verbose lists every check as kube-apiserver does. */
+ * answer names the first failing check; ?verbose lists every check as kube-apiserver does.
+ *
+ * Checkers run on a worker thread, one round of each kind at a time: a plugin's checker that
+ * blocks must not block the main context, and with it every scrape and /events stream.  A
+ * request that comes while a round runs waits for that round's verdicts. */
+typedef struct {
+    SoupServerMessage *msg; /* a reference; paused until the round ends */
+    gulong disconnected_id;
+    gboolean gone; /* the client went away meanwhile */
+    gboolean verbose;
+} HealthWaiter;
+
+typedef struct _HealthRound {
+    PlegdHttp *http; /* NULL once the server is freed */
+    PlegHost *host;
+    PlegHealthKind kind;
+    GMainContext *context; /* the server's, where the answers go out */
+    GPtrArray *waiters;    /* HealthWaiter; only the server's context touches them */
+    GPtrArray *results;    /* PlegHealthResult, set by the round's thread */
+} HealthRound;
+
+static const struct {
+    const char *endpoint;
+    guint failure_status;
+} health_answers[] = {
+    [PLEG_HEALTH_LIVENESS] = {"livez", SOUP_STATUS_INTERNAL_SERVER_ERROR},
+    [PLEG_HEALTH_READINESS] = {"readyz", SOUP_STATUS_SERVICE_UNAVAILABLE},
+};
+
 static void
-handle_health(PlegdHttp *http, SoupServerMessage *msg, PlegHealthKind kind, const char *endpoint,
-              guint failure_status)
+health_answer(SoupServerMessage *msg, GPtrArray *results, PlegHealthKind kind,
+              const char *endpoint, gboolean verbose)
 {
-    const char *query = g_uri_get_query(soup_server_message_get_uri(msg));
-    g_autoptr(GPtrArray) results = pleg_host_check_all(http->host, kind);
     g_autoptr(GString) body = g_string_new(NULL);
     const PlegHealthResult *failed = NULL;
-    gboolean verbose = FALSE;
 
-    if (query) {
-        g_auto(GStrv) params = g_strsplit(query, "&", -1);
-
-        for (char **param = params; *param; param++)
-            verbose |= g_str_equal(*param, "verbose") || g_str_has_prefix(*param, "verbose=");
-    }
     for (guint i = 0; i < results->len; i++) {
         const PlegHealthResult *result = g_ptr_array_index(results, i);
+        /* A plugin's reason is its own text: escaped and cut, like everything untrusted. */
+        g_autofree char *reason =
+            result->error ? pleg_log_text(result->error->message, -1, 1024) : NULL;
 
-        if (result->error && !failed)
+        if (result->error && !failed) {
             failed = result;
+            if (!verbose)
+                g_string_append_printf(body, "%s failed: %s", result->name, reason);
+        }
         if (!verbose)
             continue;
         if (result->error)
-            g_string_append_printf(body, "[-]%s failed: %s\n", result->name,
-                                   result->error->message);
+            g_string_append_printf(body, "[-]%s failed: %s\n", result->name, reason);
         else
             g_string_append_printf(body, "[+]%s ok\n", result->name);
     }
     if (verbose)
         g_string_append_printf(body, "%s check %s\n", endpoint, failed ? "failed" : "passed");
-    else if (failed)
-        g_string_append_printf(body, "%s failed: %s", failed->name, failed->error->message);
-    else
+    else if (!failed)
         g_string_append(body, "ok");
-    respond(msg, failed ? failure_status : SOUP_STATUS_OK, TEXT_CONTENT_TYPE,
+    respond(msg, failed ? health_answers[kind].failure_status : SOUP_STATUS_OK, TEXT_CONTENT_TYPE,
             g_string_free(g_steal_pointer(&body), FALSE));
+}
+
+static void
+on_health_waiter_gone(SoupServerMessage *msg, gpointer user_data)
+{
+    HealthWaiter *waiter = user_data;
+
+    waiter->gone = TRUE;
+}
+
+static void
+health_waiter_free(HealthWaiter *waiter)
+{
+    g_signal_handler_disconnect(waiter->msg, waiter->disconnected_id);
+    g_object_unref(waiter->msg);
+    g_free(waiter);
+}
+
+static void
+health_round_free(HealthRound *round)
+{
+    g_ptr_array_unref(round->waiters);
+    g_clear_pointer(&round->results, g_ptr_array_unref);
+    g_main_context_unref(round->context);
+    g_free(round);
+}
+
+/* In the server's context, once the round's thread has the verdicts. */
+static gboolean
+health_round_done(gpointer data)
+{
+    HealthRound *round = data;
+    GPtrArray *results = round->results;
+
+    if (round->http)
+        round->http->rounds[round->kind] = NULL;
+    for (guint i = 0; i < round->waiters->len; i++) {
+        HealthWaiter *waiter = g_ptr_array_index(round->waiters, i);
+
+        if (!round->http || waiter->gone)
+            continue;
+        /* The endpoint's name as asked: "healthz" is the alias of "livez". */
+        health_answer(waiter->msg, results, round->kind,
+                      g_str_equal(g_uri_get_path(soup_server_message_get_uri(waiter->msg)), "/healthz")
+                          ? "healthz"
+                          : health_answers[round->kind].endpoint,
+                      waiter->verbose);
+        soup_server_message_unpause(waiter->msg);
+    }
+    return G_SOURCE_REMOVE;
+}
+
+/* A thread of its own for each round (at most one per kind at a time): GLib's and libpleg's
+ * hand-offs are what ThreadSanitizer's shim sees, GTask's internal pool is not. */
+static gpointer
+health_round_thread(gpointer data)
+{
+    HealthRound *round = data;
+
+    round->results = pleg_host_check_all(round->host, round->kind);
+    g_main_context_invoke_full(round->context, G_PRIORITY_DEFAULT, health_round_done, round,
+                               (GDestroyNotify)health_round_free);
+    return NULL;
+}
+
+static void
+handle_health(PlegdHttp *http, SoupServerMessage *msg, PlegHealthKind kind)
+{
+    const char *query = g_uri_get_query(soup_server_message_get_uri(msg));
+    HealthRound *round = http->rounds[kind];
+    HealthWaiter *waiter = g_new0(HealthWaiter, 1);
+
+    if (query) {
+        g_auto(GStrv) params = g_strsplit(query, "&", -1);
+
+        for (char **param = params; *param; param++)
+            waiter->verbose |= g_str_equal(*param, "verbose") || g_str_has_prefix(*param, "verbose=");
+    }
+    waiter->msg = g_object_ref(msg);
+    waiter->disconnected_id =
+        g_signal_connect(msg, "disconnected", G_CALLBACK(on_health_waiter_gone), waiter);
+    soup_server_message_pause(msg);
+
+    if (!round) {
+        round = g_new0(HealthRound, 1);
+        round->http = http;
+        round->host = http->host;
+        round->kind = kind;
+        round->context = g_main_context_ref_thread_default();
+        round->waiters = g_ptr_array_new_with_free_func((GDestroyNotify)health_waiter_free);
+        http->rounds[kind] = round;
+        g_ptr_array_add(round->waiters, waiter);
+        g_thread_unref(g_thread_new("plegd-health", health_round_thread, round));
+        return;
+    }
+    g_ptr_array_add(round->waiters, waiter);
 }
 
 static void
 handle_livez(PlegdHttp *http, SoupServerMessage *msg)
 {
-    handle_health(http, msg, PLEG_HEALTH_LIVENESS, "livez", SOUP_STATUS_INTERNAL_SERVER_ERROR);
-}
-
-static void
-handle_healthz(PlegdHttp *http, SoupServerMessage *msg)
-{
-    handle_health(http, msg, PLEG_HEALTH_LIVENESS, "healthz", SOUP_STATUS_INTERNAL_SERVER_ERROR);
+    handle_health(http, msg, PLEG_HEALTH_LIVENESS);
 }
 
 static void
 handle_readyz(PlegdHttp *http, SoupServerMessage *msg)
 {
-    handle_health(http, msg, PLEG_HEALTH_READINESS, "readyz", SOUP_STATUS_SERVICE_UNAVAILABLE);
+    handle_health(http, msg, PLEG_HEALTH_READINESS);
 }
 
 /* A stream is not idle: its connection leaves the idle timeout and the connection pool. */
@@ -604,7 +718,7 @@ lookup_route(PlegdHttp *http, const char *path)
     if (g_str_equal(path, "/livez"))
         return handle_livez;
     if (g_str_equal(path, "/healthz"))
-        return handle_healthz;
+        return handle_livez;
     if (g_str_equal(path, "/readyz"))
         return handle_readyz;
     if (http->events && g_str_equal(path, "/events"))
@@ -757,6 +871,10 @@ plegd_http_free(PlegdHttp *http)
         return;
     g_cancellable_cancel(http->cancellable);
     destroy_source(&http->accept_backoff);
+    /* A round still running answers nobody. */
+    for (gsize i = 0; i < G_N_ELEMENTS(http->rounds); i++)
+        if (http->rounds[i])
+            http->rounds[i]->http = NULL;
     g_socket_listener_close(http->listener);
     g_hash_table_remove_all(http->connections);
     g_signal_handlers_disconnect_by_data(http->server, http);

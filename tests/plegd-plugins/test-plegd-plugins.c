@@ -358,6 +358,78 @@ START_TEST(test_watchdog_stall_record_before_kill)
 }
 END_TEST
 
+/* A plugin's health checker that never returns holds back only the health answers: /metrics
+ * (and everything else the main context serves) still answers at once, and more /livez
+ * requests wait for the same round instead of starting more of them. */
+START_TEST(test_hung_checker_blocks_no_endpoint)
+{
+    g_autoptr(Env) env = env_new();
+    const char *const env_vars[] = {"PLEG_FIXTURE_HANG_AFTER=1", NULL};
+    g_autofree char *hang_dir = g_build_filename(env->dir, "plugins", NULL);
+    g_autofree char *module = g_build_filename(g_getenv("PLEG_FIXTURE_PLUGIN_BUILDDIR"),
+                                               "libfixture-hang.so", NULL);
+    g_autofree char *log_path = g_build_filename(hang_dir, "libfixture-hang.so.log", NULL);
+    g_autofree char *plugin_dir = g_strdup_printf("--plugin-dir=%s", hang_dir);
+    g_autofree char *log = NULL;
+    gint64 deadline;
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autoptr(GSocketClient) client = g_socket_client_new();
+    g_autoptr(GPtrArray) waiting = g_ptr_array_new_with_free_func(g_object_unref);
+    g_autofree char *base = NULL;
+    g_autofree char *url = NULL;
+    g_autofree char *body = NULL;
+    guint16 port;
+
+    /* A copy of its own, so that the fixture's log (next to the module) is this test's. */
+    ck_assert_int_eq(g_mkdir(hang_dir, 0755), 0);
+    copy_file(module, hang_dir, "libfixture-hang.so");
+    g_free(write_file(hang_dir, "hang.plugin", "[Plugin]\nName=hang\nModule=libfixture-hang.so\n"));
+    plegd = plegd_runner_spawn(env_vars, env->endpoint_arg, "--metrics-bind-address=127.0.0.1:0",
+                               plugin_dir, "--require-plugins=hang");
+    base = plegd_runner_wait_metrics_url(plegd);
+    port = (guint16)g_ascii_strtoull(strrchr(base, ':') + 1, NULL, 10);
+
+    /* Three /livez requests whose answers never come. */
+    for (guint i = 0; i < 3; i++) {
+        g_autoptr(GError) error = NULL;
+        const char *request = "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+        GSocketConnection *connection =
+            g_socket_client_connect_to_host(client, "127.0.0.1", port, NULL, &error);
+
+        ck_assert_msg(connection, "%s", error ? error->message : "");
+        ck_assert(g_output_stream_write_all(
+            g_io_stream_get_output_stream(G_IO_STREAM(connection)), request, strlen(request),
+            NULL, NULL, &error));
+        g_ptr_array_add(waiting, connection);
+    }
+    deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+    while (g_get_monotonic_time() < deadline) {
+        g_clear_pointer(&log, g_free);
+        if (g_file_get_contents(log_path, &log, NULL, NULL) && strstr(log, "hang\n"))
+            break;
+        g_usleep(20 * 1000);
+    }
+    ck_assert_msg(log && strstr(log, "hang\n"), "the checker never ran: %s", log ? log : "");
+
+    url = g_strconcat(base, "/metrics", NULL);
+    for (guint i = 0; i < 3; i++) {
+        gint64 start = g_get_monotonic_time();
+
+        ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
+        ck_assert_msg(strstr(body, "kubelet_pleg_relist_duration_seconds"), "%s", body);
+        ck_assert_msg(g_get_monotonic_time() - start < 2 * G_USEC_PER_SEC,
+                      "/metrics took %" G_GINT64_FORMAT " ms while a checker hung",
+                      (g_get_monotonic_time() - start) / 1000);
+        g_clear_pointer(&body, g_free);
+    }
+    /* The checker was called once: the three requests share one round. */
+    g_clear_pointer(&log, g_free);
+    ck_assert(g_file_get_contents(log_path, &log, NULL, NULL));
+    ck_assert_uint_eq(count_lines(log, "hang"), 1);
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGKILL), 128 + SIGKILL);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -373,6 +445,7 @@ main(void)
     tcase_add_test(tc, test_watchdog_stall_record_before_kill);
     tcase_add_test(tc, test_watchdog_through_runtime_outage);
     tcase_add_test(tc, test_watchdog_runtime_absent_at_start);
+    tcase_add_test(tc, test_hung_checker_blocks_no_endpoint);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
