@@ -167,6 +167,15 @@ on_sigint(gpointer user_data)
     return G_SOURCE_CONTINUE;
 }
 
+/* SIGHUP's default would kill plegd without a flush; plegd has nothing to reload, so a hangup
+ * (the service manager's, or a closed terminal's) is a clean shutdown like SIGTERM. */
+static gboolean
+on_sighup(gpointer user_data)
+{
+    quit(user_data, "SIGHUP");
+    return G_SOURCE_CONTINUE;
+}
+
 static gboolean
 on_sigterm(gpointer user_data)
 {
@@ -280,6 +289,7 @@ run(const PlegdOptions *options)
     PlegHostConfig config;
     GSource *sigint_source = NULL;
     GSource *sigterm_source = NULL;
+    GSource *sighup_source = NULL;
     App app = {0};
     gboolean started;
     g_autofree char *exe_path = NULL;
@@ -355,6 +365,7 @@ run(const PlegdOptions *options)
     pleg_host_set_relist_callback(host, on_relist, &app, NULL);
     sigint_source = add_signal_source(SIGINT, on_sigint, &app);
     sigterm_source = add_signal_source(SIGTERM, on_sigterm, &app);
+    sighup_source = add_signal_source(SIGHUP, on_sighup, &app);
 
     /* g_main_context_invoke() runs a callback on the calling thread when no thread owns the
      * context: own it from before the host starts until after it stopped, so that callbacks
@@ -378,6 +389,7 @@ run(const PlegdOptions *options)
     pleg_host_stop(host);
     destroy_source(&sigint_source);
     destroy_source(&sigterm_source);
+    destroy_source(&sighup_source);
 
     /* Events generated before the stop are still printed, and queued relist callbacks hold
      * memory until dispatched. */

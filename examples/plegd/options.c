@@ -221,6 +221,38 @@ warn_duplicate_keys(const char *path, const char *contents)
     }
 }
 
+/* GKeyFile reads "key[locale]=value" as a translation of key: a typo written so would be
+ * neither a setting nor an unknown key (GLib leaves it out of the group's keys), and would
+ * change nothing silently.  plegd has no translated settings: refuse any. */
+static gboolean
+check_no_localized_keys(const char *path, const char *contents, GError **error)
+{
+    g_auto(GStrv) lines = g_strsplit(contents, "\n", -1);
+
+    for (guint i = 0; lines[i]; i++) {
+        const char *line = lines[i];
+        const char *eq = strchr(line, '=');
+        const char *bracket = strchr(line, '[');
+
+        while (g_ascii_isspace(*line))
+            line++;
+        if (*line == '#' || *line == '[' || !eq || !bracket || bracket > eq)
+            continue;
+        {
+            g_autofree char *key = g_strndup(line, eq - line);
+            g_autofree char *shown_path = pleg_log_text(path, -1, 1024);
+            g_autofree char *shown_key = pleg_log_text(g_strchomp(key), -1, 0);
+
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid --config \"%s\": line %u: \"%s\" is a localized key; plegd "
+                        "has no localized settings",
+                        shown_path, i + 1, shown_key);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
 /* Fills the settings the command line left unset from the [plegd] group of @path; @ret_key_file
  * keeps the file for its [FeatureGates] group, applied once the plugins' gates are registered. */
 static gboolean
@@ -243,6 +275,8 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
         return FALSE;
     }
     warn_duplicate_keys(path, contents);
+    if (!check_no_localized_keys(path, contents, error))
+        return FALSE;
 
     /* Anything else is most likely a typo that would silently change nothing. */
     groups = g_key_file_get_groups(key_file, NULL);

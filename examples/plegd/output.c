@@ -6,10 +6,18 @@
 
 #include "plegd.h"
 
+/* JSON text is UTF-8, and a runtime's ids and reasons are bytes it chose: bytes that are not
+ * UTF-8 become U+FFFD, so that every line parses as JSON. */
 static void
 add_string(JsonBuilder *builder, const char *name, const char *value)
 {
     json_builder_set_member_name(builder, name);
+    if (value && !g_utf8_validate(value, -1, NULL)) {
+        g_autofree char *valid = g_utf8_make_valid(value, -1);
+
+        json_builder_add_string_value(builder, valid);
+        return;
+    }
     json_builder_add_string_value(builder, value);
 }
 

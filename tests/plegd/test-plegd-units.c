@@ -120,6 +120,31 @@ START_TEST(test_json_container_died_without_exit)
 }
 END_TEST
 
+/* A runtime's bytes that are not UTF-8 still give a line of valid JSON (U+FFFD in their place),
+ * as a finding of a newcomer's try showed: Python's json refused plegd's line. */
+START_TEST(test_json_not_utf8)
+{
+    PlegPodLifecycleEvent event = {
+        .pod_uid = "uid-\xff\xfe",
+        .type = PLEG_CONTAINER_DIED,
+        .container_id = "c\xc3",
+        .relist_source = PLEG_RELIST_SOURCE_GLOBAL,
+        .time_ns = 5,
+        .has_exit = TRUE,
+        .exit_code = 1,
+        .reason = "Err\x80or",
+    };
+    g_autofree char *line = plegd_event_to_json(&event);
+    g_autoptr(JsonObject) object = NULL;
+
+    ck_assert_msg(g_utf8_validate(line, -1, NULL), "not UTF-8: %s", line);
+    object = parse_line(line);
+    assert_string_member(object, "pod_uid", "uid-\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_member(object, "container_id", "c\xef\xbf\xbd");
+    assert_string_member(object, "reason", "Err\xef\xbf\xbdor");
+}
+END_TEST
+
 START_TEST(test_json_other_types)
 {
     static const struct {
@@ -911,6 +936,7 @@ plegd_units_suite(void)
     tcase_add_test(tc, test_json_container_died_partial_exit);
     tcase_add_test(tc, test_json_container_died_without_exit);
     tcase_add_test(tc, test_json_other_types);
+    tcase_add_test(tc, test_json_not_utf8);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("event-ring");

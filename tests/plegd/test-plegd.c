@@ -271,6 +271,25 @@ have_ipv6_loopback(void)
     return socket && g_socket_bind(socket, address, TRUE, NULL);
 }
 
+/* A hangup shuts plegd down cleanly, as SIGTERM does, instead of its default of killing it. */
+START_TEST(test_sighup)
+{
+    g_autofree char *dir = make_tmpdir();
+    g_autofree char *endpoint_arg =
+        g_strdup_printf("--container-runtime-endpoint=unix://%s/none.sock", dir);
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(NULL, endpoint_arg, "--metrics-bind-address=",
+                                                      "--plugin-dir=");
+    g_autofree char *err = NULL;
+
+    /* Logged after the signal handlers are in place. */
+    assert_stderr_shows(plegd, "relisting");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGHUP), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(strstr(err, "received SIGHUP, shutting down"), "%s", err);
+    remove_tmpdir(dir);
+}
+END_TEST
+
 START_TEST(test_ipv6_and_sigint)
 {
     g_autofree char *dir = make_tmpdir();
@@ -496,6 +515,9 @@ static const struct {
     {"[Plegd]\nrelist-period=1s\n", "Plegd"},
     {"relist-period=1s\n", "--config"},
     {"[plegd]\ncontainer-runtime-endpoint=tcp://127.0.0.1:1\n", "tcp://127.0.0.1:1"},
+    /* A localized key is a translation to GKeyFile, neither a setting nor an unknown key. */
+    {"[plegd]\nrelist-perod[de]=3s\n", "relist-perod[de]"},
+    {"[FeatureGates]\nNoSuchGate[de]=true\n", "NoSuchGate[de]"},
 };
 
 START_TEST(test_config_file_bad)
@@ -849,6 +871,7 @@ plegd_suite(void)
     tcase_add_test(tc, test_notify_without_runtime);
     tcase_add_test(tc, test_bind_failure);
     tcase_add_test(tc, test_ipv6_and_sigint);
+    tcase_add_test(tc, test_sighup);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("config");

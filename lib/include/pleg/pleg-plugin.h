@@ -166,9 +166,6 @@ typedef void (*PlegHealthProgressFunc)(const char *checker, gpointer user_data);
  * @check_health_progress: (ABI 1.1) like @check_health, calling @progress (nullable) with
  *   @progress_data before each checker runs.  A plugin built against 1.1 checks
  *   `abi_minor >= 1` before using it.
- * @check_health_progress: (ABI 1.1) like @check_health, calling @progress (nullable) with
- *   @progress_data before each checker runs.  A plugin built against 1.1 checks
- *   `abi_minor >= 1` before using it.
  *
  * The host's services, a versioned table of function pointers (PipeWire SPA's `support[]`):
  * nothing in the ABI is a global symbol.
