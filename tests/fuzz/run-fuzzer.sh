@@ -26,7 +26,10 @@ done
 
 status=0
 # -timeout: one input taking 10 s is a hang; -rss_limit_mb: 2 GiB is a runaway allocation.
-"$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+# -seed: the same mutations in the same order every run (FUZZ_SEED=0 for a random one), so that
+# CI explores what it explored before and a new finding comes from a change, not from chance.
+"$target" -seed="${FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/" "$work/corpus" || status=$?
 
 if [ "$status" -eq 0 ]; then
