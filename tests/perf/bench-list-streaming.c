@@ -96,11 +96,7 @@ static void
 stats(const Sample *samples, int n, gsize offset, double *ret_median, double *ret_min,
       double *ret_max)
 {
-    g_autofree double *values = g_new(double, n);
-
-    for (int i = 0; i < n; i++)
-        values[i] = *(const double *)((const char *)&samples[i] + offset);
-    perf_stats(values, n, ret_median, ret_min, ret_max);
+    perf_stats_of(samples, sizeof(Sample), n, offset, ret_median, ret_min, ret_max);
 }
 
 int

@@ -152,12 +152,9 @@ run_child(const char *self, const char *mode, const char *endpoint, int relists)
 static Stat
 stat_of(const Sample *samples, int n, gsize offset)
 {
-    g_autofree double *values = g_new(double, n);
     Stat stat;
 
-    for (int i = 0; i < n; i++)
-        values[i] = *(const double *)((const char *)&samples[i] + offset);
-    perf_stats(values, n, &stat.median, &stat.min, &stat.max);
+    perf_stats_of(samples, sizeof(Sample), n, offset, &stat.median, &stat.min, &stat.max);
     return stat;
 }
 

@@ -147,6 +147,17 @@ compare_doubles(const void *a, const void *b)
 }
 
 void
+perf_stats_of(const void *samples, gsize stride, guint n, gsize offset, double *ret_median,
+              double *ret_min, double *ret_max)
+{
+    g_autofree double *values = g_new(double, n);
+
+    for (guint i = 0; i < n; i++)
+        values[i] = *(const double *)((const char *)samples + i * stride + offset);
+    perf_stats(values, n, ret_median, ret_min, ret_max);
+}
+
+void
 perf_stats(double *values, guint n, double *ret_median, double *ret_min, double *ret_max)
 {
     g_return_if_fail(n > 0);

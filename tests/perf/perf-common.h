@@ -33,5 +33,8 @@ char *perf_run_child(const char *const *argv);
 
 /* Median, minimum and maximum of @n values (sorted in place). */
 void perf_stats(double *values, guint n, double *ret_median, double *ret_min, double *ret_max);
+/* The same over one double field, at @offset, of @n samples of @stride bytes each. */
+void perf_stats_of(const void *samples, gsize stride, guint n, gsize offset, double *ret_median,
+                   double *ret_min, double *ret_max);
 
 G_END_DECLS
