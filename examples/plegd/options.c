@@ -253,6 +253,38 @@ check_no_localized_keys(const char *path, const char *contents, GError **error)
     return TRUE;
 }
 
+/* GKeyFile unescapes \s \n \t \r and \\ in a string.  Any other escape, or a backslash that
+ * ends the line, is refused here, naming the key: GLib 2.74 sets its error twice for a value
+ * that has both, which warns (and traps under G_DEBUG=fatal-warnings). */
+static gboolean
+check_escapes(const char *shown, const char *key, const char *raw, GError **error)
+{
+    for (const char *p = raw; *p; p++) {
+        if (*p != '\\')
+            continue;
+        p++;
+        if (*p && strchr("sntr\\", *p))
+            continue;
+
+        g_autofree char *shown_key = pleg_log_text(key, -1, 0);
+
+        if (!*p) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid --config \"%s\": the value of \"%s\" ends with a lone backslash",
+                        shown, shown_key);
+        } else {
+            g_autofree char *sequence = pleg_log_text(p, 1, 0);
+
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid --config \"%s\": the value of \"%s\" has the escape \"\\%s\" "
+                        "(known: \\s \\n \\t \\r \\\\)",
+                        shown, shown_key, sequence);
+        }
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* Fills the settings the command line left unset from the [plegd] group of @path; @ret_key_file
  * keeps the file for its [FeatureGates] group, applied once the plugins' gates are registered. */
 static gboolean
@@ -294,6 +326,7 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
 
     keys = g_key_file_get_keys(key_file, CONFIG_GROUP, NULL, NULL);
     for (char **key = keys; key && *key; key++) {
+        g_autofree char *raw = NULL;
         int id;
 
         for (id = 0; id < N_SETTINGS; id++) {
@@ -310,7 +343,9 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
         }
         if (settings->values[id])
             continue; /* the command line wins */
-        /* A value with a bad escape comes back, partly unescaped, with the error set. */
+        raw = g_key_file_get_value(key_file, CONFIG_GROUP, *key, NULL);
+        if (!check_escapes(shown, *key, raw, error))
+            return FALSE;
         settings->values[id] = g_key_file_get_string(key_file, CONFIG_GROUP, *key, &local_error);
         if (local_error) {
             g_clear_pointer(&settings->values[id], g_free);

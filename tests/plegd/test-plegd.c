@@ -518,6 +518,10 @@ static const struct {
     /* A localized key is a translation to GKeyFile, neither a setting nor an unknown key. */
     {"[plegd]\nrelist-perod[de]=3s\n", "relist-perod[de]"},
     {"[FeatureGates]\nNoSuchGate[de]=true\n", "NoSuchGate[de]"},
+    /* GLib would set its error twice for the last one (fuzz regression). */
+    {"[plegd]\nrelist-period=1\\q\n", "\\q"},
+    {"[plegd]\nrelist-period=1s\\\n", "relist-period\" ends with a lone backslash"},
+    {"[plegd]\nrelist-period=\\X1s\\\n", "\\X"},
 };
 
 START_TEST(test_config_file_bad)
