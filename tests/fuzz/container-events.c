@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One GetContainerEvents message: the input is a ContainerEventResponse on the wire.  It goes
- * through the host's decoding (lib/pleg-host-events.c) and the Evented PLEG watcher's
+ * through the host's decoding (lib/cri/cri-events.c) and the Evented PLEG watcher's
  * validation and request decision (plugins/evented/decision.c), the code the plugin runs.
  *
  * Checked against the wire message itself: a relist is requested exactly for a

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * CRI response bytes -> libpleg's decoding (lib/cri-decode.c) -> a Generic PLEG relist.
+ * CRI response bytes -> libpleg's decoding (lib/cri/cri-decode.c) -> a Generic PLEG relist.
  *
  * The input is a sequence of records, each one byte of kind, a 16-bit little-endian length
  * and that many bytes of payload (a short last record takes what is left):
@@ -340,7 +340,7 @@ answer_key(const uint8_t **payload, gsize *len)
     return id;
 }
 
-/* The real client's answers to a status call (lib/pleg-cri-client.c): an unpack failure or a
+/* The real client's answers to a status call (lib/cri/pleg-cri-client.c): an unpack failure or a
  * response without a status is an error. */
 static void
 queue_sandbox_status(FuzzRuntime *rt, const uint8_t *payload, gsize len)
