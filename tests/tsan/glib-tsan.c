@@ -849,12 +849,38 @@ invoke_free(gpointer data)
 REAL(void, g_main_context_invoke_full,
      (GMainContext *, gint, GSourceFunc, gpointer, GDestroyNotify))
 
+/* g_main_context_invoke_full() as GLib documents it: the function runs at once in a thread that
+ * owns @context, or that can acquire it when it is the thread's default; anywhere else an idle
+ * source runs it.  That source is made here, before the release, rather than inside GLib's
+ * invoke after it: the thread that dispatches it frees it, and TSan must see the allocation
+ * ordered before that free. */
 void
 g_main_context_invoke_full(GMainContext *context, gint priority, GSourceFunc function,
                            gpointer data, GDestroyNotify notify)
 {
+    GMainContext *thread_default;
+    GSource *source;
+
     if (!FROM_INSTRUMENTED()) {
         get_g_main_context_invoke_full()(context, priority, function, data, notify);
+        return;
+    }
+
+    if (!context)
+        context = g_main_context_default();
+    thread_default = g_main_context_get_thread_default();
+    if (!thread_default)
+        thread_default = g_main_context_default();
+    if (g_main_context_is_owner(context)) {
+        get_g_main_context_invoke_full()(context, priority, function, data, notify);
+        return;
+    }
+    if (thread_default == context && g_main_context_acquire(context)) {
+        while (function(data))
+            ;
+        g_main_context_release(context);
+        if (notify)
+            notify(data);
         return;
     }
 
@@ -863,8 +889,12 @@ g_main_context_invoke_full(GMainContext *context, gint priority, GSourceFunc fun
     if (!inv)
         abort();
     *inv = (Invoke){function, data, notify};
+    source = g_idle_source_new();
+    g_source_set_priority(source, priority);
+    get_g_source_set_callback()(source, invoke_func, inv, invoke_free);
     release(inv);
-    get_g_main_context_invoke_full()(context, priority, invoke_func, inv, invoke_free);
+    get_g_source_attach()(source, context);
+    g_source_unref(source);
 }
 
 void

@@ -1289,18 +1289,22 @@ START_TEST(test_binary_script)
     g_autofree char *script = g_build_filename(tmpdir, "bin.script", NULL);
     g_autoptr(CriChannel) own = NULL;
     g_autoptr(CriStream) stream = NULL;
+    g_autoptr(CriStream) second = NULL;
     g_autoptr(GError) error = NULL;
     g_auto(Binary) binary = {0};
     Runtime__V1__GetEventsRequest request = RUNTIME__V1__GET_EVENTS_REQUEST__INIT;
 
-    /* The script sets up a pod, waits for the test's stream, exits the container in it, goes
-     * away briefly and keeps serving until SIGTERM. */
+    /* The script sets up a pod, waits for the test's stream, exits the container in it, waits
+     * for a second stream (the test opens it once it has read the event: going away at once
+     * could close the connection before the event is read), goes away briefly and keeps
+     * serving until SIGTERM. */
     ck_assert(g_file_set_contents(script,
                                   "pod u1\n"
                                   "container u1 c1\n"
                                   "start c1\n"
                                   "wait-subscribers 1 30000\n"
                                   "exit c1 9\n"
+                                  "wait-subscribers 2 30000\n"
                                   "away 100\n",
                                   -1, NULL));
     binary_spawn(&binary, path, script);
@@ -1312,6 +1316,10 @@ START_TEST(test_binary_script)
                               TRUE, &error);
     ck_assert_ptr_nonnull(stream);
     assert_event(stream, RUNTIME__V1__CONTAINER_EVENT_TYPE__CONTAINER_STOPPED_EVENT, "c1");
+    second = cri_stream_start(channel, "GetContainerEvents", &request.base,
+                              &runtime__v1__container_event_response__descriptor, STREAM_TIMEOUT,
+                              TRUE, &error);
+    ck_assert_ptr_nonnull(second);
     assert_stream_error(stream, PLEG_CRI_ERROR_UNAVAILABLE);
     ck_assert(wait_version(20 * G_USEC_PER_SEC));
     {
