@@ -126,6 +126,9 @@ struct _PlegGeneric {
     gint64 last_relist_ns;
     gint64 last_relist_mono_usec; /* the same instant on the monotonic clock */
     GError *last_relist_error;    /* the last global relist's failure, NULL after a success */
+    gint64 last_relist_attempt_ns; /* start of the last global relist, whatever its outcome */
+    gboolean relist_started;       /* a global relist has begun */
+    gboolean relist_finished;      /* a global relist has ended, successful or not */
 
     GMutex queue_lock;
     GCond queue_cond;

@@ -277,12 +277,39 @@ pleg_generic_healthy(PlegGeneric *pleg, char **ret_message)
 }
 
 void
+pleg_generic_get_relist_state(PlegGeneric *pleg, PlegRelistState *ret_state)
+{
+    g_return_if_fail(pleg != NULL && ret_state != NULL);
+
+    g_mutex_lock(&pleg->state_lock);
+    *ret_state = (PlegRelistState){
+        .first_relist_started = pleg->relist_started,
+        .first_relist_finished = pleg->relist_finished,
+        .first_relist_succeeded = pleg->last_relist_ns != 0,
+        .last_success_ns = pleg->last_relist_ns,
+        .last_attempt_ns = pleg->last_relist_attempt_ns,
+        .last_error = pleg->last_relist_error ? g_error_copy(pleg->last_relist_error) : NULL,
+    };
+    g_mutex_unlock(&pleg->state_lock);
+}
+
+void
+pleg_relist_state_clear(PlegRelistState *state)
+{
+    if (!state)
+        return;
+    g_clear_error(&state->last_error);
+    *state = (PlegRelistState){0};
+}
+
+void
 pleg_generic_get_runtime_state(PlegGeneric *pleg, gboolean *ret_ever_reached, GError **ret_error)
 {
-    g_mutex_lock(&pleg->state_lock);
-    *ret_ever_reached = pleg->last_relist_ns != 0;
-    *ret_error = pleg->last_relist_error ? g_error_copy(pleg->last_relist_error) : NULL;
-    g_mutex_unlock(&pleg->state_lock);
+    PlegRelistState state;
+
+    pleg_generic_get_relist_state(pleg, &state);
+    *ret_ever_reached = state.first_relist_succeeded;
+    *ret_error = g_steal_pointer(&state.last_error);
 }
 
 gint64

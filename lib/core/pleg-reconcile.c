@@ -272,6 +272,8 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     g_mutex_lock(&pleg->state_lock);
     last_ns = pleg->last_relist_ns;
     last_mono_usec = pleg->last_relist_mono_usec;
+    pleg->relist_started = TRUE;
+    pleg->last_relist_attempt_ns = timestamp_ns;
     g_mutex_unlock(&pleg->state_lock);
     if (last_ns > 0)
         pleg_metric_observe(pleg->m.relist_interval, NULL,
@@ -329,6 +331,9 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
 out:
     pleg_metric_observe(pleg->m.relist_duration, NULL,
                         (double)(g_get_monotonic_time() - start_usec) / G_USEC_PER_SEC);
+    g_mutex_lock(&pleg->state_lock);
+    pleg->relist_finished = TRUE;
+    g_mutex_unlock(&pleg->state_lock);
     g_mutex_unlock(&pleg->relist_lock);
     return ok;
 }

@@ -292,6 +292,17 @@ typedef enum {
 } PlegRelistRequestResult;
 
 /**
+ * pleg_relist_request_result_to_string:
+ * @result: a result of pleg_generic_request_relist().
+ *
+ * Returns: (transfer none): "queued", "coalesced" or "dropped", the `outcome` label values of
+ *   kubelet_pleg_relist_requests_total; "unknown" for a value out of range.
+ *
+ * Thread safety: any thread.
+ */
+const char *pleg_relist_request_result_to_string(PlegRelistRequestResult result);
+
+/**
  * pleg_generic_request_relist:
  * @pod_uid: the pod to relist.
  * @source: who asks; %PLEG_RELIST_SOURCE_GLOBAL is not a valid request source.
@@ -328,6 +339,65 @@ void pleg_generic_resume_pod(PlegGeneric *pleg, const char *pod_uid);
  * kubelet's PLEG health check; also sets kubelet_pleg_last_seen_seconds.  Any thread.
  */
 gboolean pleg_generic_healthy(PlegGeneric *pleg, char **ret_message);
+
+/**
+ * PlegRelistState:
+ * @first_relist_started: a global relist has begun (by the dispatcher or by hand).
+ * @first_relist_finished: a global relist has ended, successfully or not.  Set after
+ *   @first_relist_started, at the very end of the relist.
+ * @first_relist_succeeded: a global relist has listed the runtime successfully; then
+ *   @last_success_ns is not 0.  As in kubelet, a relist counts as successful once its listing
+ *   succeeded, before its pods are reconciled: the pod cache's global timestamp
+ *   (pleg_pod_cache_get_global_timestamp()) says when a relist's results are all in the cache.
+ * @last_success_ns: Unix time in nanoseconds at which the last successful global relist
+ *   started, 0 if none yet; the same as pleg_generic_get_last_relist_time() and the time
+ *   pleg_generic_healthy() measures from.  Read from #PlegGenericConfig.clock when one is set,
+ *   else from the real-time clock (CLOCK_REALTIME).
+ * @last_attempt_ns: Unix ns, on the same clock, at which the last global relist started,
+ *   whatever its outcome; 0 if none yet.
+ * @last_error: (nullable) (transfer full): a copy of why the last global relist failed to list,
+ *   %NULL when it succeeded or none ran.  A relist cut short by pleg_generic_stop() leaves its
+ *   cancellation error here.
+ *
+ * What the Generic PLEG's global relists have achieved so far, for health and readiness
+ * checks.  Filled by pleg_generic_get_relist_state(); freed with pleg_relist_state_clear(), or
+ * declared `g_auto(PlegRelistState)`.
+ */
+typedef struct {
+    gboolean first_relist_started;
+    gboolean first_relist_finished;
+    gboolean first_relist_succeeded;
+    gint64 last_success_ns;
+    gint64 last_attempt_ns;
+    GError *last_error;
+    /*< private >*/
+    gpointer reserved[4];
+} PlegRelistState;
+
+/**
+ * pleg_generic_get_relist_state:
+ * @pleg: the PLEG.
+ * @ret_state: (out caller-allocates): filled with a consistent snapshot of the relist state;
+ *   release with pleg_relist_state_clear().
+ *
+ * Reads every field under one lock, so that they describe the same moment.
+ *
+ * Thread safety: any thread, including relist and event callbacks; never blocks on runtime
+ * calls.
+ */
+void pleg_generic_get_relist_state(PlegGeneric *pleg, PlegRelistState *ret_state);
+
+/**
+ * pleg_relist_state_clear:
+ * @state: (nullable): a state filled by pleg_generic_get_relist_state(), or zeroed.
+ *
+ * Frees @state's error and zeroes it; the struct itself is the caller's.  NULL-safe, and safe
+ * to call twice.
+ *
+ * Thread safety: any thread, on a state no other thread uses.
+ */
+void pleg_relist_state_clear(PlegRelistState *state);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PlegRelistState, pleg_relist_state_clear)
 
 /**
  * PlegRelistFunc:
