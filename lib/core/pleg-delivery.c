@@ -174,7 +174,6 @@ deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistS
     }
 }
 
-
 void
 subscriber_free(Subscriber *sub)
 {

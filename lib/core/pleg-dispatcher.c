@@ -32,7 +32,6 @@ defer_if_suspended(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource sour
     return susp != NULL;
 }
 
-
 static void
 count_request(PlegGeneric *pleg, PlegRelistSource source, const char *outcome)
 {

@@ -124,8 +124,8 @@ struct _PlegGeneric {
     GHashTable *records; /* pod uid -> PodRecord */
     GPtrArray *subscribers;
     gint64 last_relist_ns;
-    gint64 last_relist_mono_usec; /* the same instant on the monotonic clock */
-    GError *last_relist_error;    /* the last global relist's failure, NULL after a success */
+    gint64 last_relist_mono_usec;  /* the same instant on the monotonic clock */
+    GError *last_relist_error;     /* the last global relist's failure, NULL after a success */
     gint64 last_relist_attempt_ns; /* start of the last global relist, whatever its outcome */
     gboolean relist_started;       /* a global relist has begun */
     gboolean relist_finished;      /* a global relist has ended, successful or not */
@@ -187,8 +187,7 @@ G_GNUC_INTERNAL void record_free(PodRecord *rec);
 /* The reconcile pool's GFunc. */
 G_GNUC_INTERNAL void reconcile_task(gpointer data, gpointer user_data);
 /* Takes relist_lock.  @ret_timestamp_ns: Unix ns at which the relist started. */
-G_GNUC_INTERNAL gboolean relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns,
-                                       GError **error);
+G_GNUC_INTERNAL gboolean relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error);
 
 /* pleg-dispatcher.c */
 /* Take queue_lock: call with state_lock held or with no lock. */

@@ -338,4 +338,3 @@ pleg_generic_get_metrics(PlegGeneric *pleg)
     return pleg->metrics;
 }
 
-

@@ -19,7 +19,6 @@ state_from_container(PlegContainerState state)
     return STATE_UNKNOWN;
 }
 
-
 static void
 pod_entry_free(PodEntry *entry)
 {
@@ -59,7 +58,6 @@ pod_snapshot_unref(PodSnapshot *pod)
     if (pod)
         g_rc_box_release_full(pod, (GDestroyNotify)pod_snapshot_clear);
 }
-
 
 PlegState
 pod_snapshot_state(const PodSnapshot *pod, const char *id)

@@ -208,8 +208,8 @@ START_TEST(test_states_from_listing)
     g_ptr_array_add(sandboxes, pleg_pod_sandbox_copy(&ready));
     g_ptr_array_add(sandboxes, pleg_pod_sandbox_copy(&notready));
     for (guint i = 0; i < G_N_ELEMENTS(listed); i++) {
-        PlegContainer c = {.id = (char *)listed[i].id, .pod_sandbox_id = "s-ready",
-                           .state = listed[i].state};
+        PlegContainer c = {
+            .id = (char *)listed[i].id, .pod_sandbox_id = "s-ready", .state = listed[i].state};
         g_ptr_array_add(containers, pleg_container_copy(&c));
     }
 
