@@ -171,8 +171,8 @@ G_GNUC_INTERNAL GHashTable *group_pods(GPtrArray *sandboxes, GPtrArray *containe
 /* pleg-transitions.c: pure, callable with no lock. */
 G_GNUC_INTERNAL void add_transitions(GArray *out, const char *id, PlegState before,
                                      PlegState after);
-/* Returns: (transfer full) (element-type Transition): containers first, then sandboxes; the
- * ids point into @old and @current. */
+/* Returns: (transfer full) (element-type Transition): what @current holds (containers, then
+ * sandboxes), then what vanished from @old (likewise); the ids point into the snapshots. */
 G_GNUC_INTERNAL GArray *compute_transitions(const PodSnapshot *old, const PodSnapshot *current);
 
 /* pleg-delivery.c: called with state_lock held. */
