@@ -39,6 +39,20 @@ pleg_relist_source_to_string(PlegRelistSource source)
     return "unknown";
 }
 
+const char *
+pleg_relist_request_result_to_string(PlegRelistRequestResult result)
+{
+    switch (result) {
+    case PLEG_RELIST_REQUEST_QUEUED:
+        return "queued";
+    case PLEG_RELIST_REQUEST_COALESCED:
+        return "coalesced";
+    case PLEG_RELIST_REQUEST_DROPPED:
+        return "dropped";
+    }
+    return "unknown";
+}
+
 static void
 event_clear(PlegPodLifecycleEvent *event)
 {

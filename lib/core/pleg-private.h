@@ -28,7 +28,7 @@ G_GNUC_INTERNAL void pleg_pod_cache_delete(PlegPodCache *cache, const char *pod_
 G_GNUC_INTERNAL void pleg_pod_cache_set_global_timestamp(PlegPodCache *cache, gint64 timestamp_ns);
 
 /* pleg-generic.c: what the last global relist learnt of the runtime, for the host's "runtime"
- * health checker.  @ret_ever_reached: a global relist has succeeded at least once.
+ * health checker; a narrower view of pleg_generic_get_relist_state().  @ret_ever_reached: a global relist has succeeded at least once.
  * @ret_error: (transfer full): a copy of the last global relist's error, NULL when it succeeded
  * (or none ran). */
 G_GNUC_INTERNAL void pleg_generic_get_runtime_state(PlegGeneric *pleg, gboolean *ret_ever_reached,

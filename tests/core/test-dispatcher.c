@@ -166,6 +166,19 @@ START_TEST(test_request_served)
 }
 END_TEST
 
+/* Each result names itself as the outcome label of kubelet_pleg_relist_requests_total. */
+START_TEST(test_request_result_to_string)
+{
+    ck_assert_str_eq(pleg_relist_request_result_to_string(PLEG_RELIST_REQUEST_QUEUED), "queued");
+    ck_assert_str_eq(pleg_relist_request_result_to_string(PLEG_RELIST_REQUEST_COALESCED),
+                     "coalesced");
+    ck_assert_str_eq(pleg_relist_request_result_to_string(PLEG_RELIST_REQUEST_DROPPED),
+                     "dropped");
+    ck_assert_str_eq(pleg_relist_request_result_to_string((PlegRelistRequestResult)42),
+                     "unknown");
+}
+END_TEST
+
 /* A request for a pod that does not exist is a no-op. */
 START_TEST(test_request_unknown_pod)
 {
@@ -613,6 +626,7 @@ dispatcher_suite(void)
     tcase_add_test(tc, test_periodic_relist);
     tcase_add_test(tc, test_request_served);
     tcase_add_test(tc, test_request_unknown_pod);
+    tcase_add_test(tc, test_request_result_to_string);
     tcase_add_test(tc, test_request_covered);
     tcase_add_test(tc, test_request_during_relist_served);
     tcase_add_test(tc, test_queue_full);

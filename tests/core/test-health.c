@@ -140,6 +140,111 @@ START_TEST(test_health_last_seen_gauge)
 }
 END_TEST
 
+/* --- relist state ------------------------------------------------------------------------ */
+
+static gpointer
+relist_thread(gpointer data)
+{
+    relist(data);
+    return NULL;
+}
+
+/* Before any relist everything is unset; during the first one only "started" holds; after it,
+ * "finished" and "succeeded", with the relist's start as the last success and attempt. */
+START_TEST(test_relist_state_first_relist)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+    g_auto(PlegRelistState) state = {0};
+    GThread *thread;
+
+    fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
+    pleg_generic_get_relist_state(fx->pleg, &state);
+    ck_assert(!state.first_relist_started);
+    ck_assert(!state.first_relist_finished);
+    ck_assert(!state.first_relist_succeeded);
+    ck_assert_int_eq(state.last_success_ns, 0);
+    ck_assert_int_eq(state.last_attempt_ns, 0);
+    ck_assert_ptr_null(state.last_error);
+
+    fake_runtime_block(fx->fake, FAKE_OP_LIST_CONTAINERS, NULL);
+    thread = g_thread_new("relist", relist_thread, fx);
+    ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
+    pleg_generic_get_relist_state(fx->pleg, &state);
+    ck_assert(state.first_relist_started);
+    ck_assert(!state.first_relist_finished);
+    ck_assert(!state.first_relist_succeeded);
+    ck_assert_int_eq(state.last_attempt_ns, T0_NS);
+    ck_assert_int_eq(state.last_success_ns, 0);
+    ck_assert_ptr_null(state.last_error);
+    pleg_relist_state_clear(&state);
+
+    fake_runtime_unblock(fx->fake);
+    g_thread_join(thread);
+    pleg_generic_get_relist_state(fx->pleg, &state);
+    ck_assert(state.first_relist_started);
+    ck_assert(state.first_relist_finished);
+    ck_assert(state.first_relist_succeeded);
+    ck_assert_int_eq(state.last_attempt_ns, T0_NS);
+    ck_assert_int_eq(state.last_success_ns, T0_NS);
+    ck_assert_int_eq(state.last_success_ns, pleg_generic_get_last_relist_time(fx->pleg));
+    ck_assert_ptr_null(state.last_error);
+}
+END_TEST
+
+/* A failed relist sets the error and the attempt time and keeps the last success; the next
+ * good relist clears the error. */
+START_TEST(test_relist_state_failure_then_success)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+    g_auto(PlegRelistState) state = {0};
+
+    fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
+    relist(fx);
+
+    fx->clock.now_ns = T0_NS + MINUTE_NS;
+    fake_runtime_fail(fx->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, 1);
+    relist_fails(fx);
+    pleg_generic_get_relist_state(fx->pleg, &state);
+    ck_assert(state.first_relist_started);
+    ck_assert(state.first_relist_finished);
+    ck_assert(state.first_relist_succeeded);
+    ck_assert_int_eq(state.last_success_ns, T0_NS);
+    ck_assert_int_eq(state.last_attempt_ns, T0_NS + MINUTE_NS);
+    ck_assert_ptr_nonnull(state.last_error);
+    ck_assert(g_error_matches(state.last_error, G_IO_ERROR, G_IO_ERROR_FAILED));
+    pleg_relist_state_clear(&state);
+    ck_assert_ptr_null(state.last_error);
+    pleg_relist_state_clear(&state); /* twice is fine */
+    pleg_relist_state_clear(NULL);
+
+    fx->clock.now_ns = T0_NS + 2 * MINUTE_NS;
+    relist(fx);
+    pleg_generic_get_relist_state(fx->pleg, &state);
+    ck_assert(state.first_relist_succeeded);
+    ck_assert_int_eq(state.last_success_ns, T0_NS + 2 * MINUTE_NS);
+    ck_assert_int_eq(state.last_attempt_ns, T0_NS + 2 * MINUTE_NS);
+    ck_assert_ptr_null(state.last_error);
+}
+END_TEST
+
+/* A first relist that fails has finished without succeeding. */
+START_TEST(test_relist_state_first_relist_fails)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+    g_auto(PlegRelistState) state = {0};
+
+    fake_runtime_fail(fx->fake, FAKE_OP_LIST_CONTAINERS, NULL, 1);
+    relist_fails(fx);
+    pleg_generic_get_relist_state(fx->pleg, &state);
+    ck_assert(state.first_relist_started);
+    ck_assert(state.first_relist_finished);
+    ck_assert(!state.first_relist_succeeded);
+    ck_assert_int_eq(state.last_success_ns, 0);
+    ck_assert_int_eq(state.last_attempt_ns, T0_NS);
+    ck_assert(g_error_matches(state.last_error, G_IO_ERROR, G_IO_ERROR_FAILED));
+}
+END_TEST
+
 static Suite *
 health_suite(void)
 {
@@ -152,6 +257,9 @@ health_suite(void)
     tcase_add_test(tc, test_health_inspection_error);
     tcase_add_test(tc, test_health_custom_threshold);
     tcase_add_test(tc, test_health_last_seen_gauge);
+    tcase_add_test(tc, test_relist_state_first_relist);
+    tcase_add_test(tc, test_relist_state_failure_then_success);
+    tcase_add_test(tc, test_relist_state_first_relist_fails);
     suite_add_tcase(suite, tc);
     return suite;
 }

@@ -40,6 +40,15 @@ typedef enum {
     PLEG_CONTAINER_CHANGED,
 } PlegPodLifecycleEventType;
 
+/**
+ * pleg_pod_lifecycle_event_type_to_string:
+ * @type: an event type.
+ *
+ * Returns: (transfer none): kubelet's name of @type ("ContainerStarted", "ContainerDied",
+ *   "ContainerRemoved", "PodSync", "ContainerChanged"), "Unknown" for a value out of range.
+ *
+ * Thread safety: any thread.
+ */
 const char *pleg_pod_lifecycle_event_type_to_string(PlegPodLifecycleEventType type);
 
 /**
@@ -55,7 +64,15 @@ typedef enum {
     PLEG_RELIST_SOURCE_N,
 } PlegRelistSource;
 
-/** Returns "global", "evented_pleg", "post_sync" or "post_allocation". */
+/**
+ * pleg_relist_source_to_string:
+ * @source: a relist source.
+ *
+ * Returns: (transfer none): "global", "evented_pleg", "post_sync" or "post_allocation";
+ *   "unknown" for a value out of range.
+ *
+ * Thread safety: any thread.
+ */
 const char *pleg_relist_source_to_string(PlegRelistSource source);
 
 /**
@@ -82,7 +99,24 @@ typedef struct {
     gint64 finished_at_ns;
 } PlegPodLifecycleEvent;
 
+/**
+ * pleg_pod_lifecycle_event_ref:
+ * @event: an event.
+ *
+ * Returns: (transfer full): @event, with one more reference.
+ *
+ * Thread safety: any thread; the count is atomic.
+ */
 PlegPodLifecycleEvent *pleg_pod_lifecycle_event_ref(PlegPodLifecycleEvent *event);
+
+/**
+ * pleg_pod_lifecycle_event_unref:
+ * @event: (nullable) (transfer full): an event.
+ *
+ * Drops one reference, freeing the event with the last one.  NULL-safe.
+ *
+ * Thread safety: any thread; the count is atomic.
+ */
 void pleg_pod_lifecycle_event_unref(PlegPodLifecycleEvent *event);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegPodLifecycleEvent, pleg_pod_lifecycle_event_unref)
 
@@ -101,20 +135,33 @@ typedef struct _PlegEventChannel PlegEventChannel;
  * @channel: the channel.
  * @timeout_usec: how long to wait: 0 does not wait, -1 waits until an event or close.
  *
- * Thread safety: any thread; one consumer at a time is expected.
- *
  * Returns: (transfer full) (nullable): the oldest event, or %NULL on timeout or when the
  *   channel was closed (by pleg_generic_unsubscribe() or pleg_generic_free()) and is empty.
+ *
+ * Thread safety: any thread; one consumer at a time is expected.  A pop waiting when the
+ * channel is unsubscribed returns %NULL; none may start after pleg_generic_unsubscribe().
  */
 PlegPodLifecycleEvent *pleg_event_channel_pop(PlegEventChannel *channel, gint64 timeout_usec);
 
-/** Returns: the number of events waiting. */
+/**
+ * pleg_event_channel_get_length:
+ * @channel: the channel.
+ *
+ * Returns: the number of events waiting.
+ *
+ * Thread safety: any thread.
+ */
 guint pleg_event_channel_get_length(PlegEventChannel *channel);
 
 /**
  * PlegEventFunc:
  * @event: (transfer none): the event.
  * @user_data: as given to pleg_event_channel_attach().
+ *
+ * Runs in the #GMainContext given to pleg_event_channel_attach(), on the thread iterating it;
+ * never on a PLEG thread, and with no lock of the PLEG held.  It may call pleg_generic_stop()
+ * and every function whose rule is "any thread", but not pleg_generic_unsubscribe() of its own
+ * channel or pleg_generic_free().
  */
 typedef void (*PlegEventFunc)(PlegPodLifecycleEvent *event, gpointer user_data);
 
@@ -128,6 +175,9 @@ typedef void (*PlegEventFunc)(PlegPodLifecycleEvent *event, gpointer user_data);
  * Drains the channel into @func from a #GSource attached to @context.
  *
  * Returns: (transfer full): the source; destroy it to stop.  The channel must outlive it.
+ *
+ * Thread safety: any thread; at most one source per channel.  @func runs in @context; destroy
+ * the source from @context's thread to know that @func is not running.
  */
 GSource *pleg_event_channel_attach(PlegEventChannel *channel, GMainContext *context,
                                    PlegEventFunc func, gpointer user_data,
@@ -152,20 +202,41 @@ typedef struct _PlegPodCache PlegPodCache;
  * @ret_modified_ns: (out) (optional): Unix ns when the entry was written.
  *
  * Returns: %TRUE when the cache has an entry for @pod_uid; outputs are untouched otherwise.
+ *
+ * Thread safety: any thread; the entry is read under the cache's lock, and a status is
+ * immutable once cached.
  */
 gboolean pleg_pod_cache_get(PlegPodCache *cache, const char *pod_uid, PlegPodStatus **ret_status,
                             GError **ret_error, gint64 *ret_modified_ns);
 
-/** Returns: Unix ns of the global timestamp, 0 before the first global relist. */
+/**
+ * pleg_pod_cache_get_global_timestamp:
+ * @cache: the cache.
+ *
+ * Returns: Unix ns of the global timestamp, 0 before the first global relist.
+ *
+ * Thread safety: any thread.
+ */
 gint64 pleg_pod_cache_get_global_timestamp(PlegPodCache *cache);
 
-/** Returns: number of pods with an entry. */
+/**
+ * pleg_pod_cache_get_size:
+ * @cache: the cache.
+ *
+ * Returns: number of pods with an entry.
+ *
+ * Thread safety: any thread.
+ */
 guint pleg_pod_cache_get_size(PlegPodCache *cache);
 
 /**
  * PlegClockFunc:
  *
  * Returns the current Unix time in nanoseconds.  Tests inject a fake to drive health.
+ *
+ * Thread safety: called on every thread that uses the PLEG (the dispatcher, the reconcile
+ * pool, callers of pleg_generic_relist() or pleg_generic_healthy()), several at once, and
+ * with PLEG locks held: it must be thread-safe, must not block and must not call into libpleg.
  */
 typedef gint64 (*PlegClockFunc)(gpointer user_data);
 
@@ -193,6 +264,12 @@ typedef struct {
     gpointer reserved[8];
 } PlegGenericConfig;
 
+/**
+ * pleg_generic_config_init:
+ * @config: (out caller-allocates): the configuration to fill with kubelet's defaults.
+ *
+ * Thread safety: any thread.
+ */
 void pleg_generic_config_init(PlegGenericConfig *config);
 
 typedef struct _PlegGeneric PlegGeneric;
@@ -208,6 +285,11 @@ typedef struct _PlegGeneric PlegGeneric;
  * may be driven by hand (as tests do) or pleg_generic_start() runs the dispatcher.
  *
  * Returns: (transfer full): the PLEG.
+ *
+ * Thread safety: any thread.  The thread that creates the PLEG, or one that takes it over,
+ * owns its lifecycle: pleg_generic_start(), pleg_generic_stop(),
+ * pleg_generic_set_relist_callback() and pleg_generic_free() are called from one thread at a
+ * time.
  */
 PlegGeneric *pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
                               PlegMetricsRegistry *metrics);
@@ -217,7 +299,12 @@ PlegGeneric *pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *con
  *
  * Stops the dispatcher if running, closes every channel and frees the PLEG; waits for a relist
  * callback running in another thread to return (see pleg_generic_set_relist_callback()).
- * NULL-safe.
+ * NULL-safe.  Every #GSource from pleg_event_channel_attach() on its channels must have been
+ * destroyed first.
+ *
+ * Thread safety: the lifecycle thread (see pleg_generic_new()), when no other thread calls
+ * into @pleg any more; not from the PLEG's own relist callback or an event callback, nor from
+ * a #PlegRuntime operation or #PlegClockFunc.
  */
 void pleg_generic_free(PlegGeneric *pleg);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegGeneric, pleg_generic_free)
@@ -226,6 +313,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegGeneric, pleg_generic_free)
  * pleg_generic_start:
  *
  * Starts the dispatcher thread; the first global relist runs at once.  Idempotent.
+ *
+ * Thread safety: the lifecycle thread (see pleg_generic_new()), not concurrently with
+ * pleg_generic_stop(), pleg_generic_set_relist_callback() or pleg_generic_free().
  */
 void pleg_generic_start(PlegGeneric *pleg);
 
@@ -235,6 +325,11 @@ void pleg_generic_start(PlegGeneric *pleg);
  * Asks the dispatcher to shut down, cancels runtime calls in flight and joins the thread.
  * Idempotent; queued requests are dropped.  Must not be called from a subscriber callback
  * running on the dispatcher (there is none: callbacks run in the subscriber's context).
+ *
+ * Thread safety: the lifecycle thread (see pleg_generic_new()), not concurrently with
+ * pleg_generic_start() or pleg_generic_free(); it may be the thread of a relist or event
+ * callback, but not the dispatcher (a #PlegRuntime operation or #PlegClockFunc).  Blocks until
+ * the runtime call in flight has returned from its cancellation.
  */
 void pleg_generic_stop(PlegGeneric *pleg);
 
@@ -245,6 +340,9 @@ void pleg_generic_stop(PlegGeneric *pleg);
  * Subscribes to PodLifecycleEvents.  Events generated from now on are delivered.
  *
  * Returns: (transfer none): the channel, owned by the PLEG until pleg_generic_unsubscribe().
+ *
+ * Thread safety: any thread, including relist and event callbacks; waits for a pod being
+ * published to finish, never for a runtime call.
  */
 PlegEventChannel *pleg_generic_subscribe(PlegGeneric *pleg, guint capacity);
 
@@ -253,6 +351,9 @@ PlegEventChannel *pleg_generic_subscribe(PlegGeneric *pleg, guint capacity);
  *
  * Closes @channel, wakes a waiting pleg_event_channel_pop() and frees the channel.  Any
  * #GSource from pleg_event_channel_attach() must be destroyed first.
+ *
+ * Thread safety: any thread, once no thread will start a pop on @channel or read its source;
+ * not from an event callback of @channel itself.
  */
 void pleg_generic_unsubscribe(PlegGeneric *pleg, PlegEventChannel *channel);
 
@@ -262,6 +363,10 @@ void pleg_generic_unsubscribe(PlegGeneric *pleg, PlegEventChannel *channel);
  * Runs one global relist on the calling thread (kubelet's Relist()).  Serialised with the
  * dispatcher.  Returns: %FALSE with @error when listing failed; the last relist time is then
  * not advanced.
+ *
+ * Thread safety: any thread; it blocks on runtime calls (and on a relist in progress), so not
+ * from a main context that must stay responsive, and not from a #PlegRuntime operation or
+ * #PlegClockFunc (the relist lock is not recursive).
  */
 gboolean pleg_generic_relist(PlegGeneric *pleg, GError **error);
 
@@ -271,6 +376,8 @@ gboolean pleg_generic_relist(PlegGeneric *pleg, GError **error);
  * Runs one targeted relist of @pod_uid on the calling thread, as the dispatcher does for a
  * queued request.  The cache's global timestamp is untouched.  A suspended pod is not
  * published; the request is kept pending instead.
+ *
+ * Thread safety: as pleg_generic_relist().
  */
 gboolean pleg_generic_relist_pod(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource source,
                                  GError **error);
@@ -292,12 +399,25 @@ typedef enum {
 } PlegRelistRequestResult;
 
 /**
+ * pleg_relist_request_result_to_string:
+ * @result: a result of pleg_generic_request_relist().
+ *
+ * Returns: (transfer none): "queued", "coalesced" or "dropped", the `outcome` label values of
+ *   kubelet_pleg_relist_requests_total; "unknown" for a value out of range.
+ *
+ * Thread safety: any thread.
+ */
+const char *pleg_relist_request_result_to_string(PlegRelistRequestResult result);
+
+/**
  * pleg_generic_request_relist:
  * @pod_uid: the pod to relist.
  * @source: who asks; %PLEG_RELIST_SOURCE_GLOBAL is not a valid request source.
  *
- * RequestRelist (KEP-3386): queue a targeted relist.  Never blocks on runtime calls; callable
- * from any thread, including subscriber callbacks.
+ * RequestRelist (KEP-3386): queue a targeted relist.
+ *
+ * Thread safety: any thread, including relist and event callbacks and #PlegRuntime
+ * operations; takes the queue lock briefly and never blocks on runtime calls.
  */
 PlegRelistRequestResult pleg_generic_request_relist(PlegGeneric *pleg, const char *pod_uid,
                                                     PlegRelistSource source);
@@ -308,7 +428,11 @@ PlegRelistRequestResult pleg_generic_request_relist(PlegGeneric *pleg, const cha
  * Brackets a pod's sync (KEP-3386: relists of a pod are suspended while its SyncPod runs).
  * When it returns, no relist publishes state for @pod_uid until pleg_generic_resume_pod():
  * a relist already inspecting the pod discards its result.  Nests: each suspend needs one
- * resume.  Any thread; never call it while holding a lock that a subscriber callback takes.
+ * resume.
+ *
+ * Thread safety: any thread, including relist and event callbacks; waits for a publication of
+ * the pod in progress (never for a runtime call).  Never call it while holding a lock that a
+ * subscriber callback takes.
  */
 void pleg_generic_suspend_pod(PlegGeneric *pleg, const char *pod_uid);
 
@@ -317,6 +441,9 @@ void pleg_generic_suspend_pod(PlegGeneric *pleg, const char *pod_uid);
  *
  * Ends a suspension, also after an error or cancellation of the sync.  When requests arrived
  * (or a relist skipped the pod) meanwhile, exactly one relist is queued.
+ *
+ * Thread safety: any thread (not necessarily the one that suspended), including relist and
+ * event callbacks; takes the queue lock briefly.
  */
 void pleg_generic_resume_pod(PlegGeneric *pleg, const char *pod_uid);
 
@@ -325,9 +452,71 @@ void pleg_generic_resume_pod(PlegGeneric *pleg, const char *pod_uid);
  * @ret_message: (out) (transfer full) (optional): kubelet's message when unhealthy:
  *   "pleg has yet to be successful" or "pleg was last seen active 3m1s ago; threshold is 3m0s".
  *
- * kubelet's PLEG health check; also sets kubelet_pleg_last_seen_seconds.  Any thread.
+ * kubelet's PLEG health check; also sets kubelet_pleg_last_seen_seconds.
+ *
+ * Thread safety: any thread, including relist and event callbacks; never blocks on runtime
+ * calls.
  */
 gboolean pleg_generic_healthy(PlegGeneric *pleg, char **ret_message);
+
+/**
+ * PlegRelistState:
+ * @first_relist_started: a global relist has begun (by the dispatcher or by hand).
+ * @first_relist_finished: a global relist has ended, successfully or not.  Set after
+ *   @first_relist_started, at the very end of the relist.
+ * @first_relist_succeeded: a global relist has listed the runtime successfully; then
+ *   @last_success_ns is not 0.  As in kubelet, a relist counts as successful once its listing
+ *   succeeded, before its pods are reconciled: the pod cache's global timestamp
+ *   (pleg_pod_cache_get_global_timestamp()) says when a relist's results are all in the cache.
+ * @last_success_ns: Unix time in nanoseconds at which the last successful global relist
+ *   started, 0 if none yet; the same as pleg_generic_get_last_relist_time() and the time
+ *   pleg_generic_healthy() measures from.  Read from #PlegGenericConfig.clock when one is set,
+ *   else from the real-time clock (CLOCK_REALTIME).
+ * @last_attempt_ns: Unix ns, on the same clock, at which the last global relist started,
+ *   whatever its outcome; 0 if none yet.
+ * @last_error: (nullable) (transfer full): a copy of why the last global relist failed to list,
+ *   %NULL when it succeeded or none ran.  A relist cut short by pleg_generic_stop() leaves its
+ *   cancellation error here.
+ *
+ * What the Generic PLEG's global relists have achieved so far, for health and readiness
+ * checks.  Filled by pleg_generic_get_relist_state(); freed with pleg_relist_state_clear(), or
+ * declared `g_auto(PlegRelistState)`.
+ */
+typedef struct {
+    gboolean first_relist_started;
+    gboolean first_relist_finished;
+    gboolean first_relist_succeeded;
+    gint64 last_success_ns;
+    gint64 last_attempt_ns;
+    GError *last_error;
+    /*< private >*/
+    gpointer reserved[4];
+} PlegRelistState;
+
+/**
+ * pleg_generic_get_relist_state:
+ * @pleg: the PLEG.
+ * @ret_state: (out caller-allocates): filled with a consistent snapshot of the relist state;
+ *   release with pleg_relist_state_clear().
+ *
+ * Reads every field under one lock, so that they describe the same moment.
+ *
+ * Thread safety: any thread, including relist and event callbacks; never blocks on runtime
+ * calls.
+ */
+void pleg_generic_get_relist_state(PlegGeneric *pleg, PlegRelistState *ret_state);
+
+/**
+ * pleg_relist_state_clear:
+ * @state: (nullable): a state filled by pleg_generic_get_relist_state(), or zeroed.
+ *
+ * Frees @state's error and zeroes it; the struct itself is the caller's.  NULL-safe, and safe
+ * to call twice.
+ *
+ * Thread safety: any thread, on a state no other thread uses.
+ */
+void pleg_relist_state_clear(PlegRelistState *state);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PlegRelistState, pleg_relist_state_clear)
 
 /**
  * PlegRelistFunc:
@@ -337,6 +526,11 @@ gboolean pleg_generic_healthy(PlegGeneric *pleg, char **ret_message);
  *
  * Tells a host the outcome of each global relist, so that it can signal readiness, update its
  * status and say what went wrong (the library itself only logs at debug).
+ *
+ * Runs in the #GMainContext given to pleg_generic_set_relist_callback(), on the thread that
+ * iterates it; never on the dispatcher, and with no lock of the PLEG held.  It may call
+ * pleg_generic_stop() and every function whose rule is "any thread", but not
+ * pleg_generic_free().
  */
 typedef void (*PlegRelistFunc)(const GError *error, gint64 relist_time_ns, gpointer user_data);
 
@@ -351,18 +545,44 @@ typedef void (*PlegRelistFunc)(const GError *error, gint64 relist_time_ns, gpoin
  * dispatched yet are dropped; when the old callback is running in another thread, this waits
  * until it returned, then calls the old destroy notify (from inside the callback it does not
  * wait).  pleg_generic_free() does the same.
+ *
+ * Thread safety: the lifecycle thread (see pleg_generic_new()), or the relist callback
+ * itself, while the dispatcher is not running (before pleg_generic_start() or after
+ * pleg_generic_stop()).
  */
 void pleg_generic_set_relist_callback(PlegGeneric *pleg, GMainContext *context,
                                       PlegRelistFunc func, gpointer user_data,
                                       GDestroyNotify destroy);
 
-/** Returns: Unix ns of the start of the last successful global relist, 0 if none yet. */
+/**
+ * pleg_generic_get_last_relist_time:
+ * @pleg: the PLEG.
+ *
+ * Returns: Unix ns of the start of the last successful global relist, 0 if none yet.
+ *
+ * Thread safety: any thread.
+ */
 gint64 pleg_generic_get_last_relist_time(PlegGeneric *pleg);
 
-/** Returns: (transfer none): the pod cache. */
+/**
+ * pleg_generic_get_cache:
+ * @pleg: the PLEG.
+ *
+ * Returns: (transfer none): the pod cache, valid until pleg_generic_free().
+ *
+ * Thread safety: any thread.
+ */
 PlegPodCache *pleg_generic_get_cache(PlegGeneric *pleg);
 
-/** Returns: (transfer none): the metrics registry. */
+/**
+ * pleg_generic_get_metrics:
+ * @pleg: the PLEG.
+ *
+ * Returns: (transfer none): the metrics registry, valid until pleg_generic_free() (take a
+ *   reference to keep it longer).
+ *
+ * Thread safety: any thread.
+ */
 PlegMetricsRegistry *pleg_generic_get_metrics(PlegGeneric *pleg);
 
 G_END_DECLS

@@ -62,6 +62,14 @@ typedef struct {
  * Every call is synchronous, may be made from any thread, and honours @cancellable and the
  * implementation's own per-call deadline.  Failures set @error; the PLEG treats every error
  * alike (the relist or pod inspection fails and is retried later).
+ *
+ * Thread safety: the PLEG calls the slots on its dispatcher thread, on the threads of its
+ * reconcile pool (up to four at once, each with its own pod) and on any thread that calls
+ * pleg_generic_relist() or pleg_generic_relist_pod(), so an implementation must take calls
+ * from several threads at once.  No lock of the PLEG other than its relist lock is held during
+ * a call; an operation must not call pleg_generic_relist(), pleg_generic_relist_pod(),
+ * pleg_generic_stop() or pleg_generic_free() of the #PlegGeneric that reads it.  @finalize runs
+ * on the thread that drops the last reference.
  */
 typedef struct {
     gsize size;
@@ -88,13 +96,44 @@ typedef struct {
  *   covers at least the slots up to @finalize, which are required.
  * @impl: (transfer full): implementation data passed to each operation.
  *
- * Returns: (transfer full): a new reference-counted runtime.  Thread-safe.
+ * Returns: (transfer full): a new reference-counted runtime.
+ *
+ * Thread safety: any thread.
  */
 PlegRuntime *pleg_runtime_new(const PlegRuntimeVTable *vtable, gpointer impl);
+
+/**
+ * pleg_runtime_ref:
+ * @runtime: a runtime.
+ *
+ * Returns: (transfer full): @runtime, with one more reference.
+ *
+ * Thread safety: any thread; the count is atomic.
+ */
 PlegRuntime *pleg_runtime_ref(PlegRuntime *runtime);
+
+/**
+ * pleg_runtime_unref:
+ * @runtime: (nullable) (transfer full): a runtime.
+ *
+ * Drops one reference; the last one calls the vtable's finalize, on this thread.  NULL-safe.
+ *
+ * Thread safety: any thread; the count is atomic.
+ */
 void pleg_runtime_unref(PlegRuntime *runtime);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegRuntime, pleg_runtime_unref)
 
+/**
+ * pleg_runtime_list_pod_sandboxes:
+ * @ret_sandboxes: (out) (transfer full) (element-type PlegPodSandbox): every sandbox.
+ *
+ * CRI ListPodSandbox through the vtable's list_pod_sandboxes.
+ *
+ * Returns: %FALSE with @error set on failure.
+ *
+ * Thread safety: any thread, as the implementation allows (see #PlegRuntimeVTable); blocks
+ * until the runtime answers, its deadline passes or @cancellable is cancelled.
+ */
 gboolean pleg_runtime_list_pod_sandboxes(PlegRuntime *runtime, GPtrArray **ret_sandboxes,
                                          GCancellable *cancellable, GError **error);
 /**
@@ -102,16 +141,49 @@ gboolean pleg_runtime_list_pod_sandboxes(PlegRuntime *runtime, GPtrArray **ret_s
  *
  * The sandboxes of @pod_uid only (matching `metadata.uid`), through the runtime's
  * list_pod_sandboxes_of_pod when it has one, else by listing every sandbox.
+ *
+ * Thread safety: as pleg_runtime_list_pod_sandboxes().
  */
 gboolean pleg_runtime_list_pod_sandboxes_of_pod(PlegRuntime *runtime, const char *pod_uid,
                                                 GPtrArray **ret_sandboxes,
                                                 GCancellable *cancellable, GError **error);
+/**
+ * pleg_runtime_list_containers:
+ * @pod_sandbox_id: (nullable): only this sandbox's containers; %NULL lists every container.
+ * @ret_containers: (out) (transfer full) (element-type PlegContainer): the containers.
+ *
+ * CRI ListContainers through the vtable's list_containers.
+ *
+ * Returns: %FALSE with @error set on failure.
+ *
+ * Thread safety: as pleg_runtime_list_pod_sandboxes().
+ */
 gboolean pleg_runtime_list_containers(PlegRuntime *runtime, const char *pod_sandbox_id,
                                       GPtrArray **ret_containers, GCancellable *cancellable,
                                       GError **error);
+/**
+ * pleg_runtime_pod_sandbox_status:
+ *
+ * CRI PodSandboxStatus of one sandbox through the vtable's pod_sandbox_status.
+ *
+ * Returns: (transfer full) (nullable): the status, or %NULL with @error set; a sandbox that no
+ *   longer exists is %G_IO_ERROR_NOT_FOUND or %PLEG_CRI_ERROR_NOT_FOUND.
+ *
+ * Thread safety: as pleg_runtime_list_pod_sandboxes().
+ */
 PlegPodSandboxStatus *pleg_runtime_pod_sandbox_status(PlegRuntime *runtime,
                                                       const char *pod_sandbox_id,
                                                       GCancellable *cancellable, GError **error);
+/**
+ * pleg_runtime_container_status:
+ *
+ * CRI ContainerStatus of one container through the vtable's container_status; errors as
+ * pleg_runtime_pod_sandbox_status().
+ *
+ * Returns: (transfer full) (nullable): the status, or %NULL with @error set.
+ *
+ * Thread safety: as pleg_runtime_list_pod_sandboxes().
+ */
 PlegContainerStatus *pleg_runtime_container_status(PlegRuntime *runtime, const char *container_id,
                                                    GCancellable *cancellable, GError **error);
 
@@ -125,7 +197,9 @@ PlegContainerStatus *pleg_runtime_container_status(PlegRuntime *runtime, const c
  * failure other than not-found (a timeout, a runtime gone) is also given to the queries after
  * it, unasked, so a hung runtime costs one deadline, not one per query.  Each query ends with
  * a status or an error, never both; a query the runtime left unanswered gets an error.
- * Synchronous; any thread.
+ *
+ * Thread safety: as pleg_runtime_list_pod_sandboxes(); @queries belong to the calling thread
+ * until it returns.
  */
 void pleg_runtime_get_statuses(PlegRuntime *runtime, PlegStatusQuery *queries, guint n_queries,
                                GCancellable *cancellable);
@@ -134,6 +208,8 @@ void pleg_runtime_get_statuses(PlegRuntime *runtime, PlegStatusQuery *queries, g
  * pleg_status_query_clear:
  *
  * Frees the status or error of @query and sets them to %NULL; leaves the ids.
+ *
+ * Thread safety: any thread, on a query no other thread uses.
  */
 void pleg_status_query_clear(PlegStatusQuery *query);
 

@@ -40,6 +40,15 @@ typedef enum {
     PLEG_CONTAINER_STATE_UNKNOWN = 3,
 } PlegContainerState;
 
+/**
+ * pleg_container_state_to_string:
+ * @state: a container state.
+ *
+ * Returns: (transfer none): "created", "running", "exited" or "unknown" (also for a value out
+ *   of range); the `container_state` label of kubelet_running_containers.
+ *
+ * Thread safety: any thread.
+ */
 const char *pleg_container_state_to_string(PlegContainerState state);
 
 /**
@@ -53,7 +62,8 @@ const char *pleg_container_state_to_string(PlegContainerState state);
  * @created_at_ns: `PodSandbox.created_at`, Unix time in nanoseconds.
  *
  * One entry of a ListPodSandbox answer.  Plain data; every string is owned by the struct and
- * freed by pleg_pod_sandbox_free().
+ * freed by pleg_pod_sandbox_free().  Like every plain struct of this header, it has no lock: one
+ * thread may write it, or any number read it.
  */
 typedef struct {
     char *id;
@@ -65,7 +75,24 @@ typedef struct {
     gint64 created_at_ns;
 } PlegPodSandbox;
 
+/**
+ * pleg_pod_sandbox_copy:
+ * @sandbox: (nullable): the struct to copy.
+ *
+ * Returns: (transfer full) (nullable): a deep copy, %NULL when @sandbox is %NULL.  Free it
+ *   with pleg_pod_sandbox_free().
+ *
+ * Thread safety: any thread, while no thread modifies @sandbox.
+ */
 PlegPodSandbox *pleg_pod_sandbox_copy(const PlegPodSandbox *sandbox);
+/**
+ * pleg_pod_sandbox_free:
+ * @sandbox: (nullable) (transfer full): the struct to free, with its strings.
+ *
+ * NULL-safe.
+ *
+ * Thread safety: any thread, once no other thread uses @sandbox.
+ */
 void pleg_pod_sandbox_free(PlegPodSandbox *sandbox);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegPodSandbox, pleg_pod_sandbox_free)
 
@@ -96,7 +123,24 @@ typedef struct {
     char *pod_uid_label;
 } PlegContainer;
 
+/**
+ * pleg_container_copy:
+ * @container: (nullable): the struct to copy.
+ *
+ * Returns: (transfer full) (nullable): a deep copy, %NULL when @container is %NULL.  Free it
+ *   with pleg_container_free().
+ *
+ * Thread safety: any thread, while no thread modifies @container.
+ */
 PlegContainer *pleg_container_copy(const PlegContainer *container);
+/**
+ * pleg_container_free:
+ * @container: (nullable) (transfer full): the struct to free, with its strings.
+ *
+ * NULL-safe.
+ *
+ * Thread safety: any thread, once no other thread uses @container.
+ */
 void pleg_container_free(PlegContainer *container);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegContainer, pleg_container_free)
 
@@ -125,7 +169,24 @@ typedef struct {
     char **ips;
 } PlegPodSandboxStatus;
 
+/**
+ * pleg_pod_sandbox_status_copy:
+ * @status: (nullable): the struct to copy.
+ *
+ * Returns: (transfer full) (nullable): a deep copy, %NULL when @status is %NULL.  Free it
+ *   with pleg_pod_sandbox_status_free().
+ *
+ * Thread safety: any thread, while no thread modifies @status.
+ */
 PlegPodSandboxStatus *pleg_pod_sandbox_status_copy(const PlegPodSandboxStatus *status);
+/**
+ * pleg_pod_sandbox_status_free:
+ * @status: (nullable) (transfer full): the struct to free, with its strings.
+ *
+ * NULL-safe.
+ *
+ * Thread safety: any thread, once no other thread uses @status.
+ */
 void pleg_pod_sandbox_status_free(PlegPodSandboxStatus *status);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegPodSandboxStatus, pleg_pod_sandbox_status_free)
 
@@ -161,7 +222,24 @@ typedef struct {
     char *message;
 } PlegContainerStatus;
 
+/**
+ * pleg_container_status_copy:
+ * @status: (nullable): the struct to copy.
+ *
+ * Returns: (transfer full) (nullable): a deep copy, %NULL when @status is %NULL.  Free it
+ *   with pleg_container_status_free().
+ *
+ * Thread safety: any thread, while no thread modifies @status.
+ */
 PlegContainerStatus *pleg_container_status_copy(const PlegContainerStatus *status);
+/**
+ * pleg_container_status_free:
+ * @status: (nullable) (transfer full): the struct to free, with its strings.
+ *
+ * NULL-safe.
+ *
+ * Thread safety: any thread, once no other thread uses @status.
+ */
 void pleg_container_status_free(PlegContainerStatus *status);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegContainerStatus, pleg_container_status_free)
 
@@ -189,9 +267,48 @@ typedef struct {
     GPtrArray *container_statuses;
 } PlegPodStatus;
 
+/**
+ * pleg_pod_status_new:
+ * @uid: the pod's UID, copied.
+ *
+ * An empty status to fill before publishing it: no IPs, no sandbox or container statuses.
+ *
+ * Returns: (transfer full): a status with one reference.
+ *
+ * Thread safety: any thread.  Until it is published, only the thread that filled it may use it.
+ */
 PlegPodStatus *pleg_pod_status_new(const char *uid);
+
+/**
+ * pleg_pod_status_ref:
+ * @status: a status.
+ *
+ * Returns: (transfer full): @status, with one more reference.
+ *
+ * Thread safety: any thread; the count is atomic.
+ */
 PlegPodStatus *pleg_pod_status_ref(PlegPodStatus *status);
+
+/**
+ * pleg_pod_status_unref:
+ * @status: (nullable) (transfer full): a status.
+ *
+ * Drops one reference, freeing the status with the last one.  NULL-safe.
+ *
+ * Thread safety: any thread; the count is atomic.
+ */
 void pleg_pod_status_unref(PlegPodStatus *status);
+
+/**
+ * pleg_pod_status_find_container:
+ * @status: a status.
+ * @container_id: the container's id.
+ *
+ * Returns: (transfer none) (nullable): the status of @container_id in @status, valid while
+ *   @status is; %NULL when it holds none.
+ *
+ * Thread safety: any thread holding a reference to a published (immutable) @status.
+ */
 const PlegContainerStatus *pleg_pod_status_find_container(const PlegPodStatus *status,
                                                           const char *container_id);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegPodStatus, pleg_pod_status_unref)

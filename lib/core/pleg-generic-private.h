@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The Generic PLEG's shared state, and the internal functions its files call across.
+ * G_GNUC_INTERNAL keeps them out of libpleg's ABI.  The files, one idea each:
+ *
+ *   pleg-generic.c        the object: new/free, config, start/stop, subscribers, health,
+ *                         relist state, accessors, metrics registration
+ *   pleg-snapshot.c       pod snapshots: a listing grouped into pods (group_pods())
+ *   pleg-transitions.c    the transition table: two snapshots in, transitions out (pure)
+ *   pleg-delivery.c       events built and pushed; what a full channel missed, redelivered
+ *   pleg-reconcile.c      inspection, reconcile of one pod, global and targeted relists
+ *   pleg-dispatcher.c     the RequestRelist queue, pod suspension, the dispatcher thread
+ *   pleg-relist-notice.c  the relist callback, called back in the host's GMainContext
+ *
+ * Lock order (outermost first): relist_lock -> state_lock -> queue_lock -> (channel, cache,
+ * metrics locks).  relist_lock serialises relists and is held across runtime calls; state_lock
+ * guards pod records, subscribers and health and is never held across a runtime call;
+ * queue_lock guards the RequestRelist queue, pod suspensions and the dispatcher's wake-ups.
+ * doc/design.md has the whole picture.
+ */
+#pragma once
+
+#include <pleg/pleg-util.h>
+
+#include "pleg-private.h"
+
+/* kubelet's PLEG view of a container or sandbox. */
+typedef enum {
+    STATE_RUNNING,
+    STATE_EXITED,
+    STATE_UNKNOWN,
+    STATE_NON_EXISTENT,
+} PlegState;
+
+typedef struct {
+    char *id;
+    char *sandbox_id; /* containers only */
+    PlegState state;
+    gint64 created_at_ns;
+} PodEntry;
+
+/* One pod as seen by one listing: kubelet's kubecontainer.Pod.  Immutable once built. */
+typedef struct {
+    char *uid;
+    GPtrArray *containers; /* PodEntry */
+    GPtrArray *sandboxes;  /* PodEntry, newest first */
+} PodSnapshot;
+
+typedef struct {
+    PodSnapshot *old;     /* last published */
+    PodSnapshot *current; /* last listed */
+    gboolean reinspect;
+} PodRecord;
+
+typedef struct {
+    int count;
+    gboolean pending;
+    PlegRelistSource pending_source;
+} Suspension;
+
+typedef struct {
+    char *pod_uid;
+    PlegRelistSource source;
+    gint64 enqueued_usec; /* monotonic */
+} RelistRequest;
+
+/* What one subscriber has not received yet of one container: the undelivered events in the
+ * order they were generated.  A container id passes through few states (created, running,
+ * exited, gone), so the queue stays short; past MISSED_MAX events (a runtime flapping a container
+ * between unknown and running while the subscriber is stalled) it collapses to kubelet's
+ * transition from what the subscriber last saw to the newest state. */
+#define MISSED_MAX 16
+
+typedef struct {
+    PlegPodLifecycleEvent *event;
+    PlegState after;
+} MissedEvent;
+
+typedef struct {
+    char *pod_uid;
+    char *id;
+    PlegState seen;   /* what the subscriber last received */
+    PlegState latest; /* the state after the newest queued event */
+    GArray *events;   /* MissedEvent, oldest first */
+} Missed;
+
+typedef struct {
+    PlegEventChannel *channel;
+    GHashTable *missed; /* "uid/id" -> Missed */
+} Subscriber;
+
+/* One generated event with the states around it, so a drop can be redelivered later. */
+typedef struct {
+    PlegPodLifecycleEventType type;
+    const char *id;
+    PlegState before;
+    PlegState after;
+} Transition;
+
+struct _PlegGeneric {
+    PlegRuntime *runtime;
+    PlegGenericConfig config;
+    PlegMetricsRegistry *metrics;
+    PlegPodCache *cache;
+
+    struct {
+        PlegMetric *relist_duration;
+        PlegMetric *relist_interval;
+        PlegMetric *pod_relist_duration;
+        PlegMetric *discard_events;
+        PlegMetric *last_seen;
+        PlegMetric *running_pods;
+        PlegMetric *running_containers;
+        PlegMetric *events_total;
+        PlegMetric *relist_requests;
+        PlegMetric *exit_detection;
+    } m;
+
+    GMutex relist_lock;
+    GCancellable *cancellable;
+    GThreadPool *reconcile_pool; /* global relists' pod reconciliations */
+
+    GMutex state_lock;
+    GHashTable *records; /* pod uid -> PodRecord */
+    GPtrArray *subscribers;
+    gint64 last_relist_ns;
+    gint64 last_relist_mono_usec;  /* the same instant on the monotonic clock */
+    GError *last_relist_error;     /* the last global relist's failure, NULL after a success */
+    gint64 last_relist_attempt_ns; /* start of the last global relist, whatever its outcome */
+    gboolean relist_started;       /* a global relist has begun */
+    gboolean relist_finished;      /* a global relist has ended, successful or not */
+
+    GMutex queue_lock;
+    GCond queue_cond;
+    GQueue queue;
+    GHashTable *suspensions; /* pod uid -> Suspension */
+    gboolean shutdown;
+    gint64 last_global_start_usec; /* monotonic start of the last successful global relist */
+    GThread *thread;
+
+    GPtrArray *notices; /* RelistNotice not dispatched yet; under queue_lock */
+    /* The relist callback: written under queue_lock, read there by its notices, which run it
+     * outside the lock; set_relist_callback() waits for a running one (notice_done). */
+    GMainContext *callback_context;
+    PlegRelistFunc callback;
+    gpointer callback_data;
+    GDestroyNotify callback_destroy;
+    GThread *notice_thread; /* the thread running the callback, NULL when none */
+    GCond notice_done;
+};
+
+/* Threads of the pool that reconciles a global relist's pods (pleg-reconcile.c). */
+#define RECONCILE_THREADS 4
+
+/* pleg-generic.c */
+/* Unix ns now, from the configured clock or the real-time clock. */
+G_GNUC_INTERNAL gint64 now_ns(PlegGeneric *pleg);
+G_GNUC_INTERNAL gint64 elapsed_usec_since(PlegGeneric *pleg, gint64 wall_ns, gint64 mono_usec);
+
+/* pleg-snapshot.c */
+G_GNUC_INTERNAL PodSnapshot *pod_snapshot_new(const char *uid);
+G_GNUC_INTERNAL PodSnapshot *pod_snapshot_ref(PodSnapshot *pod);
+G_GNUC_INTERNAL void pod_snapshot_unref(PodSnapshot *pod);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PodSnapshot, pod_snapshot_unref)
+/* The state of @id in @pod, %STATE_NON_EXISTENT when @pod is NULL or does not hold it. */
+G_GNUC_INTERNAL PlegState pod_snapshot_state(const PodSnapshot *pod, const char *id);
+/* (element-type PlegPodSandbox) @sandboxes, (element-type PlegContainer) @containers.
+ * Returns: (transfer full): pod uid -> PodSnapshot; keys point into the snapshots. */
+G_GNUC_INTERNAL GHashTable *group_pods(GPtrArray *sandboxes, GPtrArray *containers);
+
+/* pleg-transitions.c: pure, callable with no lock. */
+G_GNUC_INTERNAL void add_transitions(GArray *out, const char *id, PlegState before,
+                                     PlegState after);
+/* Returns: (transfer full) (element-type Transition): what @current holds (containers, then
+ * sandboxes), then what vanished from @old (likewise); the ids point into the snapshots. */
+G_GNUC_INTERNAL GArray *compute_transitions(const PodSnapshot *old, const PodSnapshot *current);
+
+/* pleg-delivery.c: called with state_lock held. */
+G_GNUC_INTERNAL void deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions,
+                             PlegRelistSource source, PlegPodStatus *status);
+G_GNUC_INTERNAL void redeliver_missed(PlegGeneric *pleg, const char *pod_uid);
+G_GNUC_INTERNAL void missed_free(Missed *m);
+G_GNUC_INTERNAL void subscriber_free(Subscriber *sub);
+
+/* pleg-reconcile.c */
+G_GNUC_INTERNAL void record_free(PodRecord *rec);
+/* The reconcile pool's GFunc. */
+G_GNUC_INTERNAL void reconcile_task(gpointer data, gpointer user_data);
+/* Takes relist_lock.  @ret_timestamp_ns: Unix ns at which the relist started. */
+G_GNUC_INTERNAL gboolean relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error);
+
+/* pleg-dispatcher.c */
+/* Take queue_lock: call with state_lock held or with no lock. */
+G_GNUC_INTERNAL gboolean is_suspended(PlegGeneric *pleg, const char *pod_uid);
+G_GNUC_INTERNAL gboolean defer_if_suspended(PlegGeneric *pleg, const char *pod_uid,
+                                            PlegRelistSource source);
+G_GNUC_INTERNAL void relist_request_free(RelistRequest *req);
+/* The dispatcher thread's GThreadFunc; @data is the PlegGeneric. */
+G_GNUC_INTERNAL gpointer dispatcher_thread(gpointer data);
+
+/* pleg-relist-notice.c: takes queue_lock; call with no lock of the PLEG held. */
+G_GNUC_INTERNAL void notify_relist(PlegGeneric *pleg, const GError *error, gint64 timestamp_ns);
