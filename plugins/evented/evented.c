@@ -14,8 +14,8 @@
  * delivered its first event, or stayed open for EVENTED_CONNECTED_AFTER_USEC (1 s) without
  * failing; whichever comes first.  A runtime that answers with an immediate error, EOF or
  * UNIMPLEMENTED never counts as connected, so a flapping runtime never resets the backoff.  The
- * ABI shows no transport state: a stream the host holds open waiting for an absent runtime
- * (wait-for-ready) looks like a quiet healthy one.
+ * host opens the stream fail-fast: while the runtime is away it ends with UNAVAILABLE instead of
+ * waiting, so a stream that stays open is one the channel carried to the runtime (READY).
  *
  * Builds with -DEVENTED_TEST_FAST_BACKOFF (tests/evented only, never installed) use a policy in
  * microseconds so that tests can run a thousand reconnects; the logic is the same.
