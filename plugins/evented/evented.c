@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "backoff.h"
+#include "pleg-timer-source.h"
 #include "decision.h"
 
 #ifdef EVENTED_TEST_FAST_BACKOFF
@@ -139,24 +140,14 @@ now_unix_ns(void)
     return (gint64)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static gboolean
-wakeup_dispatch(GSource *source, GSourceFunc callback, gpointer user_data)
-{
-    g_source_set_ready_time(source, -1);
-    return callback(user_data);
-}
-
 /* A source that dispatches when its ready time is reached, then waits to be armed again. */
-static GSourceFuncs wakeup_funcs = {NULL, NULL, wakeup_dispatch, NULL, NULL, NULL};
-
 static GSource *
 wakeup_source_new(Evented *self, const char *name, GSourceFunc func)
 {
-    GSource *source = g_source_new(&wakeup_funcs, sizeof(GSource));
+    GSource *source = pleg_timer_source_new();
 
     g_source_set_name(source, name);
     g_source_set_callback(source, func, self, NULL);
-    g_source_set_ready_time(source, -1);
     g_source_attach(source, self->context);
     return source;
 }
