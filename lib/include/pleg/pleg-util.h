@@ -14,6 +14,12 @@ G_BEGIN_DECLS
  *   "s", "m", "h"; a bare "0" is allowed).
  * @ret_usec: (out): the duration in microseconds, rounded toward zero; untouched on failure.
  * @error: %G_OPTION_ERROR_BAD_VALUE naming @text when it is not a duration or overflows.
+ *
+ * Parses like Go's time.ParseDuration.
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Returns: %TRUE when @text is a duration.
  */
 gboolean pleg_duration_parse(const char *text, gint64 *ret_usec, GError **error);
 
@@ -23,6 +29,8 @@ gboolean pleg_duration_parse(const char *text, gint64 *ret_usec, GError **error)
  *
  * Formats like Go's time.Duration.String(): "3m0s", "1.5s", "500ms", "0s".
  *
+ * Thread safety: callable from any thread.
+ *
  * Returns: (transfer full): the text.
  */
 char *pleg_duration_format(gint64 usec);
@@ -30,6 +38,8 @@ char *pleg_duration_format(gint64 usec);
 /**
  * pleg_time_format_rfc3339:
  * @unix_ns: Unix time in nanoseconds.
+ *
+ * Thread safety: callable from any thread.
  *
  * Returns: (transfer full): UTC time with nanoseconds, e.g. "2026-11-29T15:38:55.123456789Z".
  */
@@ -55,8 +65,10 @@ typedef enum {
  * pleg_feature_stage_to_string:
  * @stage: a stage.
  *
+ * Thread safety: callable from any thread.
+ *
  * Returns: (transfer none): kubelet's spelling, "Alpha", "Beta", "GA" or "Deprecated";
- *   "unknown" for a value outside the enum.  Any thread.
+ *   "unknown" for a value outside the enum.
  */
 const char *pleg_feature_stage_to_string(PlegFeatureStage stage);
 
@@ -65,7 +77,9 @@ const char *pleg_feature_stage_to_string(PlegFeatureStage stage);
  * @text: "Alpha", "Beta", "GA" or "Deprecated", exactly (case matters, as in kubelet).
  * @ret_stage: (out) (optional): the stage; untouched on failure.
  *
- * Returns: whether @text names a stage.  Any thread.
+ * Thread safety: callable from any thread.
+ *
+ * Returns: whether @text names a stage.
  */
 gboolean pleg_feature_stage_from_string(const char *text, PlegFeatureStage *ret_stage);
 
@@ -126,12 +140,22 @@ typedef struct _PlegFeatureGates PlegFeatureGates;
  * declare join with pleg_feature_gates_register() (or pleg_feature_gates_register_plugins() in
  * pleg-host.h), which must come before the gates are parsed from flags or a configuration file.
  *
- * Returns: (transfer full): the gates.  Thread safety: configure (register, parse, set) from one
- *   thread; once configuration is done, reads are safe from any thread.
+ * Thread safety: callable from any thread.  The registry has no lock: configure it (register,
+ * parse, set, load) from one thread at a time and before sharing it; once configuration is
+ * done, reads (enabled, known) are safe from any thread.
+ *
+ * Returns: (transfer full): the gates.
  */
 PlegFeatureGates *pleg_feature_gates_new(void);
 
-/** pleg_feature_gates_free: NULL-safe. */
+/**
+ * pleg_feature_gates_free:
+ * @gates: (nullable): the gates.
+ *
+ * Frees @gates.  NULL-safe.
+ *
+ * Thread safety: not while another thread uses @gates.
+ */
 void pleg_feature_gates_free(PlegFeatureGates *gates);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegFeatureGates, pleg_feature_gates_free)
 
@@ -234,7 +258,7 @@ char *pleg_log_text(const char *text, gssize length, gsize max_bytes);
  * value the gate has by then.  A registered gate is then accepted by pleg_feature_gates_parse(),
  * pleg_feature_gates_set() and pleg_feature_gates_load_key_file() like a built-in one.
  *
- * Thread safety: like the other configuration calls, not concurrently with any use of @gates.
+ * Thread safety: a configuration call: not concurrently with any other use of @gates.
  *
  * Returns: %TRUE when the gate is registered.
  */
@@ -246,7 +270,9 @@ gboolean pleg_feature_gates_register(PlegFeatureGates *gates, const char *name,
  * pleg_feature_gates_is_builtin:
  * @name: (nullable): a gate name.
  *
- * Returns: whether @name is one of libpleg's built-in gates.  Any thread.
+ * Thread safety: callable from any thread.
+ *
+ * Returns: whether @name is one of libpleg's built-in gates.
  */
 gboolean pleg_feature_gates_is_builtin(const char *name);
 
