@@ -326,7 +326,9 @@ gate_slot(PlegFeatureGates *gates, const char *name)
     return NULL;
 }
 
+/* clang-format off */
 PLEG_DEFINE_QUARK(pleg-feature-gate-error-quark, pleg_feature_gate_error)
+/* clang-format on */
 
 static gboolean
 unknown_gate_error(GError **error, const char *name)
@@ -425,8 +427,7 @@ pleg_feature_gates_register(PlegFeatureGates *gates, const char *name, PlegFeatu
     }
     if ((guint)stage >= G_N_ELEMENTS(stage_names)) {
         g_set_error(error, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_BAD_STAGE,
-                    "invalid stage %d of feature gate %s declared by %s", (int)stage, name,
-                    origin);
+                    "invalid stage %d of feature gate %s declared by %s", (int)stage, name, origin);
         return FALSE;
     }
     if (feature_index(name) >= 0) {

@@ -506,8 +506,7 @@ START_TEST(test_gates_register_errors)
 
     ck_assert(!pleg_feature_gates_register(gates, "SystemdWatchdog", PLEG_FEATURE_BETA, TRUE,
                                            "x.plugin", &builtin));
-    ck_assert(
-        g_error_matches(builtin, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_REDEFINED));
+    ck_assert(g_error_matches(builtin, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_REDEFINED));
     ck_assert_str_eq(builtin->message,
                      "feature gate SystemdWatchdog is built in: x.plugin may not redefine it");
 
@@ -515,8 +514,7 @@ START_TEST(test_gates_register_errors)
                                           "a.plugin", NULL));
     ck_assert(!pleg_feature_gates_register(gates, "ProbeGate", PLEG_FEATURE_BETA, FALSE,
                                            "b.plugin", &conflict));
-    ck_assert(
-        g_error_matches(conflict, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_CONFLICT));
+    ck_assert(g_error_matches(conflict, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_CONFLICT));
     ck_assert_str_eq(conflict->message,
                      "feature gate ProbeGate is declared differently: Alpha, default false by "
                      "a.plugin; Beta, default false by b.plugin");
