@@ -3,6 +3,7 @@
 
 #include "pleg-config.h"
 #include "plegd.h"
+#include "pleg-timer-source.h"
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define TEXT_CONTENT_TYPE    "text/plain; charset=utf-8"
@@ -122,17 +123,6 @@ destroy_source(GSource **source)
         g_clear_pointer(source, g_source_unref);
     }
 }
-
-static gboolean
-timer_dispatch(GSource *source, GSourceFunc callback, gpointer user_data)
-{
-    g_source_set_ready_time(source, -1);
-    return callback(user_data);
-}
-
-static GSourceFuncs timer_funcs = {
-    .dispatch = timer_dispatch,
-};
 
 static void on_connection_finalized(gpointer data, GObject *where_the_object_was);
 
@@ -417,7 +407,7 @@ serve(PlegdHttp *http, GSocketConnection *connection)
     conn->connection = connection;
     g_object_weak_ref(G_OBJECT(connection), on_connection_finalized, conn);
     conn->remote = g_object_ref(remote);
-    conn->timer = g_source_new(&timer_funcs, sizeof(GSource));
+    conn->timer = pleg_timer_source_new();
     g_source_set_callback(conn->timer, on_timer, conn, NULL);
     g_source_attach(conn->timer, http->context);
     touch(conn);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "pleg/pleg-metrics.h"
+#include "pleg/pleg-util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -115,48 +116,49 @@ valid_metric_name(const char *name)
     return TRUE;
 }
 
-static gboolean
-valid_label_name(const char *name, PlegMetricType type)
+/* NULL when @name may label a metric of @type, else why not.  (transfer none) */
+static const char *
+label_name_problem(const char *name, PlegMetricType type)
 {
     if (!name || !name[0])
-        return FALSE;
+        return "is empty";
     for (const char *p = name; *p; p++) {
         gboolean ok = g_ascii_isalpha(*p) || *p == '_' || (p != name && g_ascii_isdigit(*p));
         if (!ok)
-            return FALSE;
+            return "is not [a-zA-Z_][a-zA-Z0-9_]*";
     }
     /* "__" is reserved for Prometheus' internal labels; "le" carries histogram bucket bounds. */
     if (g_str_has_prefix(name, "__"))
-        return FALSE;
+        return "starts with \"__\", which Prometheus reserves";
     if (type == PLEG_METRIC_HISTOGRAM && g_str_equal(name, "le"))
-        return FALSE;
-    return TRUE;
+        return "is \"le\", which a histogram uses for its buckets";
+    return NULL;
 }
 
-static gboolean
-validate_label_names(const char *name, PlegMetricType type, const char *const *label_names)
+/* NULL when the label names are valid, else why not.  (transfer full) */
+static char *
+label_names_problem(PlegMetricType type, const char *const *label_names)
 {
     for (guint i = 0; label_names && label_names[i]; i++) {
-        if (!valid_label_name(label_names[i], type)) {
-            g_debug("metrics: %s: invalid label name \"%s\", ignoring registration", name,
-                    label_names[i]);
-            return FALSE;
+        const char *problem = label_name_problem(label_names[i], type);
+        g_autofree char *shown = NULL;
+
+        if (!problem) {
+            for (guint j = 0; j < i && !problem; j++)
+                if (g_str_equal(label_names[i], label_names[j]))
+                    problem = "is given twice";
         }
-        for (guint j = 0; j < i; j++) {
-            if (g_str_equal(label_names[i], label_names[j])) {
-                g_debug("metrics: %s: duplicate label name \"%s\", ignoring registration", name,
-                        label_names[i]);
-                return FALSE;
-            }
+        if (problem) {
+            shown = pleg_log_text(label_names[i], -1, 0);
+            return g_strdup_printf("label name \"%s\" %s", shown, problem);
         }
     }
-    return TRUE;
+    return NULL;
 }
 
 /* Validates @buckets and copies them without a trailing +Inf, which is implicit. */
 static gboolean
-copy_buckets(const char *name, const double *buckets, gsize n_buckets, double **ret_buckets,
-             gsize *ret_n_buckets)
+copy_buckets(const double *buckets, gsize n_buckets, double **ret_buckets, gsize *ret_n_buckets)
 {
     if (!buckets) {
         buckets = default_buckets;
@@ -165,12 +167,8 @@ copy_buckets(const char *name, const double *buckets, gsize n_buckets, double **
     if (n_buckets > 0 && isinf(buckets[n_buckets - 1]) && buckets[n_buckets - 1] > 0)
         n_buckets--;
     for (gsize i = 0; i < n_buckets; i++) {
-        if (!isfinite(buckets[i]) || (i > 0 && !(buckets[i] > buckets[i - 1]))) {
-            g_debug("metrics: %s: histogram buckets must be finite and strictly increasing, "
-                    "ignoring registration",
-                    name);
+        if (!isfinite(buckets[i]) || (i > 0 && !(buckets[i] > buckets[i - 1])))
             return FALSE;
-        }
     }
     *ret_buckets = n_buckets > 0 ? g_memdup2(buckets, n_buckets * sizeof(double)) : NULL;
     *ret_n_buckets = n_buckets;
@@ -190,9 +188,22 @@ same_label_names(char **a, const char *const *b)
     return TRUE;
 }
 
-/* A histogram's exposition also uses name_bucket, name_sum and name_count: keep them unique. */
-static gboolean
-name_collides(PlegMetricsRegistry *registry, const char *name, PlegMetricType type)
+/* "(a, b)" or "no labels".  (transfer full) */
+static char *
+describe_labels(const char *const *label_names)
+{
+    g_autofree char *joined = NULL;
+
+    if (!label_names || !label_names[0])
+        return g_strdup("no labels");
+    joined = g_strjoinv(", ", (char **)label_names);
+    return g_strdup_printf("labels (%s)", joined);
+}
+
+/* A histogram's exposition also uses name_bucket, name_sum and name_count: keep them unique.
+ * NULL when @name is free, else why not.  (transfer full) */
+static char *
+name_collision(PlegMetricsRegistry *registry, const char *name, PlegMetricType type)
 {
     for (gsize i = 0; i < G_N_ELEMENTS(histogram_suffixes); i++) {
         const char *suffix = histogram_suffixes[i];
@@ -201,17 +212,30 @@ name_collides(PlegMetricsRegistry *registry, const char *name, PlegMetricType ty
             g_autofree char *derived = g_strconcat(name, suffix, NULL);
 
             if (g_hash_table_contains(registry->metrics, derived))
-                return TRUE;
+                return g_strdup_printf("the histogram's series %s is already a metric", derived);
         }
         if (g_str_has_suffix(name, suffix)) {
             g_autofree char *base = g_strndup(name, strlen(name) - strlen(suffix));
             PlegMetric *other = g_hash_table_lookup(registry->metrics, base);
 
             if (other && other->type == PLEG_METRIC_HISTOGRAM)
-                return TRUE;
+                return g_strdup_printf("it is a series of histogram %s", base);
         }
     }
-    return FALSE;
+    return NULL;
+}
+
+static const char *type_name(PlegMetricType type);
+
+/* A refused registration is a bug of the caller (a plugin's name, or two plugins that disagree
+ * on one metric): say which metric and why, once per call. */
+static PlegMetric *
+refuse(const char *name, const char *reason)
+{
+    g_autofree char *shown = pleg_log_text(name, -1, 0);
+
+    g_warning("metrics: refusing to register %s: %s", shown, reason);
+    return NULL;
 }
 
 PlegMetric *
@@ -220,6 +244,7 @@ pleg_metrics_register(PlegMetricsRegistry *registry, PlegMetricType type, const 
                       gsize n_buckets)
 {
     g_autofree double *bucket_copy = NULL;
+    g_autofree char *problem = NULL;
     gsize n_bucket_copy = 0;
     PlegMetric *metric;
 
@@ -229,34 +254,34 @@ pleg_metrics_register(PlegMetricsRegistry *registry, PlegMetricType type, const 
                              type == PLEG_METRIC_HISTOGRAM,
                          NULL);
 
-    if (!valid_metric_name(name)) {
-        g_debug("metrics: invalid metric name \"%s\", ignoring registration", name);
-        return NULL;
-    }
-    if (!validate_label_names(name, type, label_names))
-        return NULL;
+    if (!valid_metric_name(name))
+        return refuse(name, "invalid metric name (want [a-zA-Z_:][a-zA-Z0-9_:]*)");
+    problem = label_names_problem(type, label_names);
+    if (problem)
+        return refuse(name, problem);
     if (type == PLEG_METRIC_HISTOGRAM &&
-        !copy_buckets(name, buckets, n_buckets, &bucket_copy, &n_bucket_copy))
-        return NULL;
+        !copy_buckets(buckets, n_buckets, &bucket_copy, &n_bucket_copy))
+        return refuse(name, "histogram buckets must be finite and strictly increasing");
 
     g_mutex_lock(&registry->lock);
 
     metric = g_hash_table_lookup(registry->metrics, name);
     if (metric) {
         if (metric->type != type || !same_label_names(metric->label_names, label_names)) {
-            g_debug("metrics: %s is already registered with another type or labels, "
-                    "ignoring registration",
-                    name);
+            g_autofree char *had = describe_labels((const char *const *)metric->label_names);
+            g_autofree char *wants = describe_labels(label_names);
+
+            problem = g_strdup_printf("already registered as a %s with %s, not a %s with %s",
+                                      type_name(metric->type), had, type_name(type), wants);
             metric = NULL;
         }
         g_mutex_unlock(&registry->lock);
-        return metric;
+        return problem ? refuse(name, problem) : metric;
     }
-    if (name_collides(registry, name, type)) {
-        g_debug("metrics: %s collides with a histogram's series names, ignoring registration",
-                name);
+    problem = name_collision(registry, name, type);
+    if (problem) {
         g_mutex_unlock(&registry->lock);
-        return NULL;
+        return refuse(name, problem);
     }
 
     metric = g_new0(PlegMetric, 1);

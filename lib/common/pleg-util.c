@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "pleg-quark.h"
+
 #define NSEC_PER_USEC G_GUINT64_CONSTANT(1000)
 #define USEC_PER_MSEC G_GUINT64_CONSTANT(1000)
 #define USEC_PER_SEC  G_GUINT64_CONSTANT(1000000)
@@ -324,13 +326,17 @@ gate_slot(PlegFeatureGates *gates, const char *name)
     return NULL;
 }
 
+/* clang-format off */
+PLEG_DEFINE_QUARK(pleg-feature-gate-error-quark, pleg_feature_gate_error)
+/* clang-format on */
+
 static gboolean
 unknown_gate_error(GError **error, const char *name)
 {
     g_autofree char *shown = pleg_log_text(name, -1, 0);
 
-    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "unrecognized feature gate: %s",
-                shown);
+    g_set_error(error, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_UNKNOWN,
+                "unrecognized feature gate: %s", shown);
     return FALSE;
 }
 
@@ -413,20 +419,19 @@ pleg_feature_gates_register(PlegFeatureGates *gates, const char *name, PlegFeatu
         origin = "(unnamed)";
     default_enabled = !!default_enabled;
     if (!valid_gate_name(name)) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+        g_set_error(error, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_BAD_NAME,
                     "invalid feature gate name \"%s\" declared by %s: want an upper-case letter "
                     "followed by letters and digits",
                     name, origin);
         return FALSE;
     }
     if ((guint)stage >= G_N_ELEMENTS(stage_names)) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid stage %d of feature gate %s declared by %s", (int)stage, name,
-                    origin);
+        g_set_error(error, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_BAD_STAGE,
+                    "invalid stage %d of feature gate %s declared by %s", (int)stage, name, origin);
         return FALSE;
     }
     if (feature_index(name) >= 0) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+        g_set_error(error, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_REDEFINED,
                     "feature gate %s is built in: %s may not redefine it", name, origin);
         return FALSE;
     }
@@ -436,7 +441,7 @@ pleg_feature_gates_register(PlegFeatureGates *gates, const char *name, PlegFeatu
 
         if (old->stage == stage && old->default_enabled == default_enabled)
             return TRUE;
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+        g_set_error(error, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_CONFLICT,
                     "feature gate %s is declared differently: %s, default %s by %s; %s, default "
                     "%s by %s",
                     name, stage_names[old->stage], old->default_enabled ? "true" : "false",
@@ -503,7 +508,7 @@ pleg_feature_gates_parse(PlegFeatureGates *gates, const char *text, GError **err
         if (!eq) {
             g_autofree char *shown = pleg_log_text(item, -1, 0);
 
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+            g_set_error(error, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_MALFORMED,
                         "malformed feature gate \"%s\", expected Name=true|false", shown);
             return FALSE;
         }
@@ -517,7 +522,7 @@ pleg_feature_gates_parse(PlegFeatureGates *gates, const char *text, GError **err
         if (!parse_bool(value, &change.enabled)) {
             g_autofree char *shown = pleg_log_text(value, -1, 0);
 
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+            g_set_error(error, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_BAD_VALUE,
                         "invalid value of %s=%s, err: not a boolean (want true or false)", name,
                         shown);
             return FALSE;

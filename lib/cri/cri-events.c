@@ -17,10 +17,14 @@ cri_container_events_open(CriChannel *channel, GError **error)
 
     g_return_val_if_fail(channel != NULL, NULL);
 
-    /* No deadline: the watch lives until cancelled.  WAIT_FOR_READY so that a runtime that is
-     * restarting is waited for instead of failing the call at once. */
+    /* No deadline: the watch lives until cancelled.  Fail-fast, as kubelet calls it: a stream
+     * that has not failed is one the channel carried to the runtime (READY), so a watcher may
+     * count it as established.  With WAIT_FOR_READY a runtime that is away held the call pending
+     * with no failure and no sign, which looked like a quiet healthy stream; now the call ends
+     * with UNAVAILABLE once the channel cannot connect, and the watcher's retry policy decides
+     * when to ask again. */
     stream = cri_stream_start(channel, "GetContainerEvents", &request.base,
-                              &runtime__v1__container_event_response__descriptor, 0, TRUE, error);
+                              &runtime__v1__container_event_response__descriptor, 0, FALSE, error);
     if (!stream)
         return NULL;
 

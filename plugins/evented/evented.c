@@ -14,8 +14,8 @@
  * delivered its first event, or stayed open for EVENTED_CONNECTED_AFTER_USEC (1 s) without
  * failing; whichever comes first.  A runtime that answers with an immediate error, EOF or
  * UNIMPLEMENTED never counts as connected, so a flapping runtime never resets the backoff.  The
- * ABI shows no transport state: a stream the host holds open waiting for an absent runtime
- * (wait-for-ready) looks like a quiet healthy one.
+ * host opens the stream fail-fast: while the runtime is away it ends with UNAVAILABLE instead of
+ * waiting, so a stream that stays open is one the channel carried to the runtime (READY).
  *
  * Builds with -DEVENTED_TEST_FAST_BACKOFF (tests/evented only, never installed) use a policy in
  * microseconds so that tests can run a thousand reconnects; the logic is the same.
@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "backoff.h"
+#include "pleg-timer-source.h"
 #include "decision.h"
 
 #ifdef EVENTED_TEST_FAST_BACKOFF
@@ -139,24 +140,14 @@ now_unix_ns(void)
     return (gint64)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static gboolean
-wakeup_dispatch(GSource *source, GSourceFunc callback, gpointer user_data)
-{
-    g_source_set_ready_time(source, -1);
-    return callback(user_data);
-}
-
 /* A source that dispatches when its ready time is reached, then waits to be armed again. */
-static GSourceFuncs wakeup_funcs = {NULL, NULL, wakeup_dispatch, NULL, NULL, NULL};
-
 static GSource *
 wakeup_source_new(Evented *self, const char *name, GSourceFunc func)
 {
-    GSource *source = g_source_new(&wakeup_funcs, sizeof(GSource));
+    GSource *source = pleg_timer_source_new();
 
     g_source_set_name(source, name);
     g_source_set_callback(source, func, self, NULL);
-    g_source_set_ready_time(source, -1);
     g_source_attach(source, self->context);
     return source;
 }

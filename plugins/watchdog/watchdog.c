@@ -8,6 +8,7 @@
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
+#include "pleg-timer-source.h"
 #include "watchdog-loop.h"
 #include "watchdog-stall.h"
 
@@ -144,19 +145,6 @@ static const WatchdogOps watchdog_ops = {
     .log = op_log,
 };
 
-/* ---- the timer: a source dispatched at its ready time, microsecond precise ---- */
-
-static gboolean
-timer_dispatch(GSource *source, GSourceFunc callback, gpointer user_data)
-{
-    g_source_set_ready_time(source, -1);
-    return callback(user_data);
-}
-
-static GSourceFuncs timer_funcs = {
-    .dispatch = timer_dispatch,
-};
-
 /* The loop's stats only change in watchdog_loop_dispatch(): count what it added. */
 static void
 count_failures(Watchdog *self)
@@ -264,7 +252,7 @@ watchdog_start(gpointer state, GError **error)
         return TRUE;
     }
 
-    self->timer = g_source_new(&timer_funcs, sizeof(GSource));
+    self->timer = pleg_timer_source_new();
     g_source_set_static_name(self->timer, "pleg-watchdog timer");
     g_source_set_priority(self->timer, G_PRIORITY_HIGH);
     g_source_set_callback(self->timer, on_timer, self, NULL);

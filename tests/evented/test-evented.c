@@ -654,6 +654,61 @@ START_TEST(test_runtime_away_stale_socket)
 }
 END_TEST
 
+/* While the runtime's socket is absent the stream is not established: the gauge stays 0 and no
+ * success is counted, however long the watcher waits; once the runtime appears it connects once.
+ * The real module, so that its 1 s "connected" settling would have fired during the wait. */
+typedef struct {
+    Fixture *fx;
+    gint64 since_usec;
+    double errors;
+    guint violations;
+} AbsentWait;
+
+static gboolean
+absent_window_passed(gpointer data)
+{
+    AbsentWait *w = data;
+
+    if (metric(w->fx, METRIC_STATE, NULL) != 0 || metric(w->fx, METRIC_SUCCESSES, NULL) != 0)
+        w->violations++;
+    /* Two failed attempts after the first, and past the settling time since the start. */
+    return metric(w->fx, METRIC_ERRORS, NULL) >= w->errors &&
+           g_get_monotonic_time() - w->since_usec > 2 * G_USEC_PER_SEC;
+}
+
+static gboolean
+connected_once(gpointer data)
+{
+    Fixture *fx = data;
+
+    return metric(fx, METRIC_STATE, NULL) == 1;
+}
+
+START_TEST(test_runtime_absent_not_connected)
+{
+    g_autoptr(Fixture) fx = fixture_new_stopped(EVENTED_MODULE);
+    g_autoptr(GError) error = NULL;
+    AbsentWait w = {fx, 0, 3, 0};
+
+    ck_assert_msg(cri_sim_go_away(fx->sim, -1, FALSE, &error), "%s", error ? error->message : "");
+    ck_assert(!g_file_test(fx->socket_path, G_FILE_TEST_EXISTS));
+    w.since_usec = g_get_monotonic_time();
+    fixture_start(fx);
+    ck_assert_msg(fake_host_wait(fx->host, absent_window_passed, &w, 30 * G_USEC_PER_SEC),
+                  "errors %g after %" G_GINT64_FORMAT " us", metric(fx, METRIC_ERRORS, NULL),
+                  g_get_monotonic_time() - w.since_usec);
+    ck_assert_uint_eq(w.violations, 0);
+    ck_assert_double_eq(metric(fx, METRIC_STATE, NULL), 0);
+    ck_assert_double_eq(metric(fx, METRIC_SUCCESSES, NULL), 0);
+
+    ck_assert_msg(cri_sim_come_back(fx->sim, &error), "%s", error ? error->message : "");
+    ck_assert_msg(fake_host_wait(fx->host, connected_once, fx, 30 * G_USEC_PER_SEC),
+                  "not connected after the runtime appeared");
+    ck_assert_double_eq(metric(fx, METRIC_SUCCESSES, NULL), 1);
+    ck_assert_int_eq(cri_sim_get_n_subscribers(fx->sim), 1);
+}
+END_TEST
+
 static guint
 count_dir(const char *path)
 {
@@ -831,6 +886,7 @@ evented_suite(void)
     tcase_add_test(tc, test_unimplemented_retries_at_cap);
     tcase_add_test(tc, test_runtime_away);
     tcase_add_test(tc, test_runtime_away_stale_socket);
+    tcase_add_test(tc, test_runtime_absent_not_connected);
     tcase_add_test(tc, test_reconnects_no_growth);
     tcase_add_test(tc, test_stop_cancels_stream);
     tcase_add_test(tc, test_stop_cancels_retry);

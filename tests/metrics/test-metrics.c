@@ -10,10 +10,12 @@
 
 /*
  * Tests run with G_DEBUG=fatal-warnings; a test that provokes a g_critical on purpose arms
- * this writer, which swallows (and counts) criticals instead of aborting.
+ * this writer, which swallows (and counts) criticals instead of aborting.  A test that provokes
+ * refused registrations arms it for warnings, which it keeps (their MESSAGE) instead.
  */
 static gboolean expect_criticals;
 static guint n_criticals;
+static GPtrArray *warnings;
 
 static GLogWriterOutput
 log_writer(GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer user_data)
@@ -22,7 +24,27 @@ log_writer(GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpoint
         n_criticals++;
         return G_LOG_WRITER_HANDLED;
     }
+    if (warnings && (level & G_LOG_LEVEL_WARNING)) {
+        for (gsize i = 0; i < n_fields; i++)
+            if (g_str_equal(fields[i].key, "MESSAGE"))
+                g_ptr_array_add(warnings, g_strdup(fields[i].value));
+        return G_LOG_WRITER_HANDLED;
+    }
     return g_log_writer_default(level, fields, n_fields, user_data);
+}
+
+static void
+expect_warnings_begin(void)
+{
+    g_clear_pointer(&warnings, g_ptr_array_unref);
+    warnings = g_ptr_array_new_with_free_func(g_free);
+}
+
+/* The warnings since expect_warnings_begin(), in order.  (transfer full) */
+static GPtrArray *
+expect_warnings_end(void)
+{
+    return g_steal_pointer(&warnings);
 }
 
 static void
@@ -188,6 +210,7 @@ START_TEST(test_histogram_buckets)
     ck_assert_uint_eq(n_default, 11);
     ck_assert_double_eq(default_buckets[0], 0.005);
     ck_assert_double_eq(default_buckets[10], 10);
+    expect_warnings_begin();
 
     def = pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_default_seconds", "D.", NULL,
                                 NULL, 0);
@@ -201,6 +224,17 @@ START_TEST(test_histogram_buckets)
                                              repeated, G_N_ELEMENTS(repeated)));
     ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_c", "", NULL,
                                              with_nan, G_N_ELEMENTS(with_nan)));
+    {
+        g_autoptr(GPtrArray) said = expect_warnings_end();
+
+        /* Each refusal says which metric and why. */
+        ck_assert_uint_eq(said->len, 3);
+        ck_assert_str_eq(g_ptr_array_index(said, 0),
+                         "metrics: refusing to register test_a: histogram buckets must be finite "
+                         "and strictly increasing");
+        ck_assert_contains((char *)g_ptr_array_index(said, 1), "test_b: histogram buckets");
+        ck_assert_contains((char *)g_ptr_array_index(said, 2), "test_c: histogram buckets");
+    }
 
     pleg_metric_observe(def, NULL, 0.3);
     pleg_metric_observe(inf, NULL, 3);
@@ -352,6 +386,7 @@ START_TEST(test_registration)
     ck_assert_double_eq(pleg_metric_get(gauge, LV("running")), 3);
 
     /* Another type or other labels conflict. */
+    expect_warnings_begin();
     ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_COUNTER,
                                              "kubelet_running_containers", "", labels, NULL, 0));
     ck_assert_ptr_null(pleg_metrics_register(
@@ -410,6 +445,77 @@ START_TEST(test_registration)
         pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_q_sum", "", NULL, NULL, 0));
     ck_assert_ptr_null(
         pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_q", "", NULL, NULL, 0));
+    {
+        g_autoptr(GPtrArray) said = expect_warnings_end();
+
+        /* One warning a refusal, none for the registrations that succeeded. */
+        ck_assert_uint_eq(said->len, 19);
+    }
+}
+END_TEST
+
+/* What a refusal says: the metric, and the reason (the plugin ABI's metric_register has no
+ * GError, so the warning is where a plugin's author learns it). */
+START_TEST(test_registration_reasons)
+{
+#define REFUSED   "metrics: refusing to register "
+#define BAD_NAME  ": invalid metric name (want [a-zA-Z_:][a-zA-Z0-9_:]*)"
+#define HAD_GAUGE ": already registered as a gauge with labels (container_state), not a "
+    static const char *const expected[] = {
+        REFUSED "9abc" BAD_NAME,
+        /* Untrusted text is escaped. */
+        REFUSED "a\\nb" BAD_NAME,
+        REFUSED "test_running" HAD_GAUGE "counter with labels (container_state)",
+        REFUSED "test_running" HAD_GAUGE "gauge with no labels",
+        REFUSED "test_l: label name \"__x\" starts with \"__\", which Prometheus reserves",
+        REFUSED "test_l: label name \"a\" is given twice",
+        REFUSED "test_l: label name \"le\" is \"le\", which a histogram uses for its buckets",
+        REFUSED "test_b: histogram buckets must be finite and strictly increasing",
+        REFUSED "test_h_count: it is a series of histogram test_h",
+        REFUSED "test_running" HAD_GAUGE "histogram with no labels",
+        REFUSED "test_g: the histogram's series test_g_sum is already a metric",
+    };
+#undef REFUSED
+#undef BAD_NAME
+#undef HAD_GAUGE
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    static const char *const labels[] = {"container_state", NULL};
+    g_autoptr(GPtrArray) said = NULL;
+
+    ck_assert_ptr_nonnull(
+        pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_running", "R.", labels, NULL, 0));
+    ck_assert_ptr_nonnull(
+        pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_h", "H.", NULL, NULL, 0));
+    expect_warnings_begin();
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "9abc", "", NULL, NULL, 0));
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "a\nb", "", NULL, NULL, 0));
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_running", "", labels, NULL, 0));
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_running", "", NULL, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_l", "",
+                                             (const char *const[]){"__x", NULL}, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_l", "",
+                                             (const char *const[]){"a", "a", NULL}, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_l", "",
+                                             (const char *const[]){"le", NULL}, NULL, 0));
+    ck_assert_ptr_null(pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_b", "", NULL,
+                                             (const double[]){2, 1}, 2));
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_h_count", "", NULL, NULL, 0));
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_running", "", NULL, NULL, 0));
+    ck_assert_ptr_nonnull(
+        pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_g_sum", "", NULL, NULL, 0));
+    ck_assert_ptr_null(
+        pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_g", "", NULL, NULL, 0));
+    said = expect_warnings_end();
+
+    for (guint i = 0; i < G_N_ELEMENTS(expected) && i < said->len; i++)
+        ck_assert_str_eq(g_ptr_array_index(said, i), expected[i]);
+    ck_assert_uint_eq(said->len, G_N_ELEMENTS(expected));
 }
 END_TEST
 
@@ -672,6 +778,7 @@ metrics_suite(void)
     tcase_add_test(tc, test_labels);
     tcase_add_test(tc, test_label_keys);
     tcase_add_test(tc, test_registration);
+    tcase_add_test(tc, test_registration_reasons);
     tcase_add_test(tc, test_escaping);
     tcase_add_test(tc, test_number_format);
     tcase_add_test(tc, test_concurrent);

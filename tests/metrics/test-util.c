@@ -283,7 +283,7 @@ START_TEST(test_gates_set)
     ck_assert(!pleg_feature_gates_enabled(gates, "SystemdWatchdog"));
 
     ck_assert(!pleg_feature_gates_set(gates, "Bogus", TRUE, &error));
-    ck_assert(g_error_matches(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE));
+    ck_assert(g_error_matches(error, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_UNKNOWN));
     ck_assert_str_eq(error->message, "unrecognized feature gate: Bogus");
 }
 END_TEST
@@ -339,7 +339,8 @@ START_TEST(test_gates_bool_spellings)
         g_autoptr(GError) error = NULL;
 
         ck_assert_msg(!pleg_feature_gates_parse(gates, text, &error), "%s parsed", text);
-        ck_assert(g_error_matches(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE));
+        ck_assert(
+            g_error_matches(error, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_BAD_VALUE));
         ck_assert_msg(strstr(error->message, named) != NULL, "\"%s\" does not name %s",
                       error->message, named);
         ck_assert(!pleg_feature_gates_enabled(gates, "EventedPLEG"));
@@ -353,23 +354,25 @@ START_TEST(test_gates_errors)
     g_autoptr(GError) unknown = NULL, bad = NULL, malformed = NULL, bare = NULL;
 
     ck_assert(!pleg_feature_gates_parse(gates, "EventedPLEG=true, Bogus=true", &unknown));
-    ck_assert(g_error_matches(unknown, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE));
+    ck_assert(g_error_matches(unknown, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_UNKNOWN));
     ck_assert_str_eq(unknown->message, "unrecognized feature gate: Bogus");
 
     ck_assert(!pleg_feature_gates_parse(gates,
                                         "KubeletWatchdogDiagnostics=true,"
                                         "SystemdWatchdog=maybe",
                                         &bad));
-    ck_assert(g_error_matches(bad, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE));
+    ck_assert(g_error_matches(bad, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_BAD_VALUE));
     ck_assert_msg(g_str_has_prefix(bad->message, "invalid value of SystemdWatchdog=maybe"), "%s",
                   bad->message);
 
     ck_assert(!pleg_feature_gates_parse(gates, "EventedPLEG=true,SystemdWatchdog", &malformed));
-    ck_assert(g_error_matches(malformed, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE));
+    ck_assert(
+        g_error_matches(malformed, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_MALFORMED));
     ck_assert_msg(strstr(malformed->message, "SystemdWatchdog") != NULL, "%s", malformed->message);
 
     ck_assert(!pleg_feature_gates_parse(gates, "=true", &bare));
-    ck_assert(g_error_matches(bare, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE));
+    /* "" is no gate name. */
+    ck_assert(g_error_matches(bare, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_UNKNOWN));
 
     /* All or nothing: the good items before a bad one were not applied. */
     ck_assert(!pleg_feature_gates_enabled(gates, "EventedPLEG"));
@@ -503,7 +506,7 @@ START_TEST(test_gates_register_errors)
 
     ck_assert(!pleg_feature_gates_register(gates, "SystemdWatchdog", PLEG_FEATURE_BETA, TRUE,
                                            "x.plugin", &builtin));
-    ck_assert(g_error_matches(builtin, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE));
+    ck_assert(g_error_matches(builtin, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_REDEFINED));
     ck_assert_str_eq(builtin->message,
                      "feature gate SystemdWatchdog is built in: x.plugin may not redefine it");
 
@@ -511,7 +514,7 @@ START_TEST(test_gates_register_errors)
                                           "a.plugin", NULL));
     ck_assert(!pleg_feature_gates_register(gates, "ProbeGate", PLEG_FEATURE_BETA, FALSE,
                                            "b.plugin", &conflict));
-    ck_assert(g_error_matches(conflict, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE));
+    ck_assert(g_error_matches(conflict, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_CONFLICT));
     ck_assert_str_eq(conflict->message,
                      "feature gate ProbeGate is declared differently: Alpha, default false by "
                      "a.plugin; Beta, default false by b.plugin");
@@ -520,12 +523,15 @@ START_TEST(test_gates_register_errors)
 
     ck_assert(!pleg_feature_gates_register(gates, "probe-gate", PLEG_FEATURE_ALPHA, FALSE,
                                            "c.plugin", &name));
+    ck_assert(g_error_matches(name, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_BAD_NAME));
     ck_assert_str_eq(name->message,
                      "invalid feature gate name \"probe-gate\" declared by c.plugin: want an "
                      "upper-case letter followed by letters and digits");
     ck_assert(!pleg_feature_gates_register(gates, "", PLEG_FEATURE_ALPHA, FALSE, "d", &empty));
+    ck_assert(g_error_matches(empty, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_BAD_NAME));
     ck_assert(!pleg_feature_gates_register(gates, "StageGate", (PlegFeatureStage)17, FALSE, "e",
                                            &stage));
+    ck_assert(g_error_matches(stage, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_BAD_STAGE));
     ck_assert_str_eq(stage->message, "invalid stage 17 of feature gate StageGate declared by e");
     ck_assert(!pleg_feature_gates_known(gates, "StageGate", NULL, NULL));
 }

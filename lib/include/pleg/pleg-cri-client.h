@@ -17,6 +17,17 @@ G_BEGIN_DECLS
  * message, e.g. "unix:///run/containerd/containerd.sock: ListContainers: connection refused".
  */
 #define PLEG_CRI_ERROR (pleg_cri_error_quark())
+
+/**
+ * pleg_cri_error_quark:
+ *
+ * Its string is the plugin ABI's %PLEG_PLUGIN_CRI_ERROR_DOMAIN, so that plugins, which cannot
+ * link libpleg, compare domains by name.
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Returns: the quark of %PLEG_CRI_ERROR.
+ */
 GQuark pleg_cri_error_quark(void);
 
 /**
@@ -62,19 +73,45 @@ typedef struct _PlegCriClient PlegCriClient;
  * not an error.  The channel reconnects with kubelet's backoff (base 100 ms, max 3 s, minimum
  * connect timeout 5 s) and accepts answers up to %PLEG_CRI_MAX_RECEIVE_BYTES.
  *
- * Thread safety: every call below may be made concurrently from any thread.
+ * Thread safety: callable from any thread; every call on the client may be made concurrently
+ *   from any thread unless its documentation says otherwise.  Calls block the calling thread
+ *   until the runtime answers, @timeout_usec passes or their #GCancellable is cancelled.
  *
  * Returns: (transfer full): the client, or %NULL with @error set.
  */
 PlegCriClient *pleg_cri_client_new(const char *endpoint, gint64 timeout_usec, GError **error);
+
+/**
+ * pleg_cri_client_ref:
+ * @client: a client.
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Returns: (transfer full): @client.
+ */
 PlegCriClient *pleg_cri_client_ref(PlegCriClient *client);
+
+/**
+ * pleg_cri_client_unref:
+ * @client: (nullable) (transfer full): a client; %NULL is ignored.
+ *
+ * Drops a reference; the last one closes the channel and runs the notice function's destroy
+ * notify.
+ *
+ * Thread safety: callable from any thread; the last unref not while a call on the client is in
+ *   progress (a #PlegRuntime from pleg_cri_client_as_runtime() holds its own reference).
+ */
 void pleg_cri_client_unref(PlegCriClient *client);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegCriClient, pleg_cri_client_unref)
 
 /**
  * pleg_cri_client_get_endpoint:
+ * @client: a client.
  *
- * Returns: (transfer none): the endpoint as given to pleg_cri_client_new().
+ * Thread safety: callable from any thread.
+ *
+ * Returns: (transfer none): the endpoint as given to pleg_cri_client_new(), valid as long as
+ *   @client.
  */
 const char *pleg_cri_client_get_endpoint(PlegCriClient *client);
 
@@ -82,8 +119,16 @@ const char *pleg_cri_client_get_endpoint(PlegCriClient *client);
  * pleg_cri_client_version:
  * @ret_runtime_name: (out) (transfer full) (optional): `VersionResponse.runtime_name`.
  * @ret_runtime_version: (out) (transfer full) (optional): `runtime_version`.
+ * @cancellable: (nullable): cancels the call (%PLEG_CRI_ERROR_CANCELLED).
+ * @error: %PLEG_CRI_ERROR with the call's gRPC status.
  *
- * CRI Version.  Untouched outputs on failure.
+ * CRI Version (`RuntimeService.Version`, asking for API version 0.1.0 as kubelet does), under
+ * the client's deadline.  Untouched outputs on failure.
+ *
+ * Thread safety: callable from any thread; blocks until the answer, the deadline or the
+ *   cancellation.
+ *
+ * Returns: %TRUE when the runtime answered.
  */
 gboolean pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name,
                                  char **ret_runtime_version, GCancellable *cancellable,
@@ -107,7 +152,15 @@ typedef enum {
     PLEG_CRI_LIST_UNARY_FALLBACK,
 } PlegCriListPath;
 
-/* Returns: (transfer none): "unary", "streaming" or "unary-fallback". */
+/**
+ * pleg_cri_list_path_to_string:
+ * @path: a path.
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Returns: (transfer none): "unary", "streaming" or "unary-fallback"; "unknown" outside the
+ *   enum.
+ */
 const char *pleg_cri_list_path_to_string(PlegCriListPath path);
 
 /** PLEG_CRI_LIST_PROBE_INTERVAL_USEC: how long a fallback lasts before the streams are tried
@@ -188,9 +241,16 @@ void pleg_cri_client_set_list_notice_func(PlegCriClient *client, PlegCriListNoti
 
 /**
  * pleg_cri_client_as_runtime:
+ * @client: a client.
+ *
+ * The four reads the Generic PLEG needs, as CRI calls: ListPodSandbox and ListContainers (or
+ * the KEP-5825 streams), PodSandboxStatus and ContainerStatus.
+ *
+ * Thread safety: callable from any thread; the runtime's reads are callable concurrently from
+ *   any thread, as the client's calls are.
  *
  * Returns: (transfer full): a #PlegRuntime that forwards to @client and holds a reference on
- * it.
+ *   it.
  */
 PlegRuntime *pleg_cri_client_as_runtime(PlegCriClient *client);
 

@@ -38,10 +38,36 @@ const double *pleg_metrics_default_buckets(gsize *ret_n_buckets);
 /**
  * pleg_metrics_registry_new:
  *
- * Returns: (transfer full): an empty registry.  Every function in this header is thread-safe.
+ * One lock per registry guards its names and every series of its metrics; no function of this
+ * header calls out with it held, so it nests inside any other lock.
+ *
+ * Thread safety: callable from any thread, as is every function in this header on a registry
+ * or metric that is still referenced.
+ *
+ * Returns: (transfer full): an empty registry.
  */
 PlegMetricsRegistry *pleg_metrics_registry_new(void);
+
+/**
+ * pleg_metrics_registry_ref:
+ * @registry: a registry.
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Returns: (transfer full): @registry.
+ */
 PlegMetricsRegistry *pleg_metrics_registry_ref(PlegMetricsRegistry *registry);
+
+/**
+ * pleg_metrics_registry_unref:
+ * @registry: (nullable) (transfer full): a registry; %NULL is ignored.
+ *
+ * Drops a reference; the last one frees the registry and its metrics, after which no
+ * #PlegMetric it returned may be used.
+ *
+ * Thread safety: callable from any thread; the last unref not while another thread uses the
+ *   registry or one of its metrics.
+ */
 void pleg_metrics_registry_unref(PlegMetricsRegistry *registry);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegMetricsRegistry, pleg_metrics_registry_unref)
 
@@ -58,10 +84,16 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegMetricsRegistry, pleg_metrics_registry_unref)
  * @n_buckets: number of @buckets.
  *
  * Registering a name again with the same type and label names returns the existing metric, so a
- * plugin that is started twice keeps its series.
+ * plugin that is started twice keeps its series.  A registration that is refused (an invalid
+ * metric or label name, histogram buckets that are not finite and strictly increasing, the name
+ * registered before with another type or other labels, or a name that a histogram's `_bucket`,
+ * `_sum` or `_count` series takes) is a bug of the caller: it logs a warning naming the metric
+ * and the reason, and returns %NULL, which every update function ignores.
  *
- * Returns: (transfer none): the metric, owned by the registry and valid as long as it; %NULL
- *   when @name is invalid or already registered with another type or other labels.
+ * Thread safety: callable from any thread.
+ *
+ * Returns: (transfer none) (nullable): the metric, owned by the registry and valid as long as
+ *   it; %NULL when refused.
  */
 PlegMetric *pleg_metrics_register(PlegMetricsRegistry *registry, PlegMetricType type,
                                   const char *name, const char *help,
@@ -70,22 +102,64 @@ PlegMetric *pleg_metrics_register(PlegMetricsRegistry *registry, PlegMetricType 
 
 /**
  * pleg_metrics_lookup:
+ * @registry: a registry.
+ * @name: a metric name.
+ *
+ * Thread safety: callable from any thread.
  *
  * Returns: (transfer none) (nullable): the metric called @name.
  */
 PlegMetric *pleg_metrics_lookup(PlegMetricsRegistry *registry, const char *name);
 
-/*
- * Updating a series.  @label_values lists one value per label name, in order (%NULL when the
- * metric has no labels).  A NULL @metric is ignored, so optional metrics cost nothing.
+/**
+ * pleg_metric_add:
+ * @metric: (nullable): a counter or gauge; %NULL is ignored, so optional metrics cost nothing.
+ * @label_values: (nullable) (array): one value per label name, in order (%NULL when the metric
+ *   has no labels); values come from closed sets.
+ * @value: what to add, in the metric's unit; a counter takes no negative value.
+ *
+ * Adds to a series, creating it at 0.  Wrong label values, a histogram or a negative counter
+ * increment are a bug of the caller (a critical; the series is unchanged).
+ *
+ * Thread safety: callable from any thread.
  */
 void pleg_metric_add(PlegMetric *metric, const char *const *label_values, double value);
+
+/**
+ * pleg_metric_inc:
+ * @metric: (nullable): a counter or gauge.
+ * @label_values: (nullable) (array): as for pleg_metric_add().
+ *
+ * pleg_metric_add() of 1.
+ *
+ * Thread safety: callable from any thread.
+ */
 void pleg_metric_inc(PlegMetric *metric, const char *const *label_values);
+
+/**
+ * pleg_metric_set:
+ * @metric: (nullable): a gauge.
+ * @label_values: (nullable) (array): as for pleg_metric_add().
+ * @value: the new value, in the metric's unit.
+ *
+ * Thread safety: callable from any thread.
+ */
 void pleg_metric_set(PlegMetric *metric, const char *const *label_values, double value);
+
+/**
+ * pleg_metric_observe:
+ * @metric: (nullable): a histogram.
+ * @label_values: (nullable) (array): as for pleg_metric_add().
+ * @value: one observation, in the unit of the buckets.
+ *
+ * Thread safety: callable from any thread.
+ */
 void pleg_metric_observe(PlegMetric *metric, const char *const *label_values, double value);
 
 /**
  * pleg_metric_get:
+ *
+ * Thread safety: callable from any thread.
  *
  * Returns: a counter's or gauge's value, or a histogram's sum; 0 for a series never touched.
  */
@@ -93,6 +167,8 @@ double pleg_metric_get(PlegMetric *metric, const char *const *label_values);
 
 /**
  * pleg_metric_get_count:
+ *
+ * Thread safety: callable from any thread.
  *
  * Returns: a histogram's observation count (a counter's value for counters).
  */
@@ -103,6 +179,9 @@ guint64 pleg_metric_get_count(PlegMetric *metric, const char *const *label_value
  *
  * Removes every series of @metric (used by gauges that are recomputed, like
  * kubelet_running_containers).
+ *
+ * Thread safety: callable from any thread; an update racing with the reset lands before or
+ *   after it, never half.
  */
 void pleg_metric_reset(PlegMetric *metric);
 
@@ -112,6 +191,9 @@ void pleg_metric_reset(PlegMetric *metric);
  * Renders every metric in Prometheus text format 0.0.4, sorted by name, with `# HELP` and
  * `# TYPE` lines; histograms as `_bucket{le=...}`, `_sum` and `_count`.  Metrics without a
  * series are rendered with their HELP/TYPE lines only (unlabelled ones with a zero sample).
+ *
+ * Thread safety: callable from any thread; the text is one consistent snapshot (updates wait
+ *   for the rendering).
  *
  * Returns: (transfer full): the text.
  */

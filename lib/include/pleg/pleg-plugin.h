@@ -152,10 +152,11 @@ typedef void (*PlegHealthProgressFunc)(const char *checker, gpointer user_data);
  * @log: structured logging: @fields are GLib's #GLogField, MESSAGE among them; the host adds
  *   GLIB_DOMAIN (the plugin's log domain) and decides where records go.
  * @get_runtime_endpoint: (transfer none): the CRI endpoint the host talks to.
- * @container_events_open: starts CRI GetContainerEvents on the host's channel, waiting for the
- *   runtime to be reachable (gRPC wait-for-ready): while the runtime is away the first read
- *   blocks until it comes back or the stream is cancelled; answers such as UNIMPLEMENTED show up
- *   in the first read.  Errors are in %PLEG_PLUGIN_CRI_ERROR_DOMAIN (the gRPC status code).
+ * @container_events_open: starts CRI GetContainerEvents on the host's channel, fail-fast (not
+ *   gRPC wait-for-ready, as kubelet calls it): while the runtime is away or its socket refuses
+ *   connections the first read fails with %PLEG_PLUGIN_CRI_UNAVAILABLE, so a stream that has
+ *   not failed is one the channel carried to the runtime; answers such as UNIMPLEMENTED show up
+ *   in the first read too.  Errors are in %PLEG_PLUGIN_CRI_ERROR_DOMAIN (the gRPC status code).
  * @container_events_read: blocks until the next event (%TRUE, @ret_event set, transfer full),
  *   a clean end of the stream (%TRUE, @ret_event %NULL: the runtime closed it without error) or
  *   a failure (%FALSE, @error set).  Call from one thread at a time, never from the plugin's

@@ -14,6 +14,12 @@ G_BEGIN_DECLS
  *   "s", "m", "h"; a bare "0" is allowed).
  * @ret_usec: (out): the duration in microseconds, rounded toward zero; untouched on failure.
  * @error: %G_OPTION_ERROR_BAD_VALUE naming @text when it is not a duration or overflows.
+ *
+ * Parses like Go's time.ParseDuration.
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Returns: %TRUE when @text is a duration.
  */
 gboolean pleg_duration_parse(const char *text, gint64 *ret_usec, GError **error);
 
@@ -23,6 +29,8 @@ gboolean pleg_duration_parse(const char *text, gint64 *ret_usec, GError **error)
  *
  * Formats like Go's time.Duration.String(): "3m0s", "1.5s", "500ms", "0s".
  *
+ * Thread safety: callable from any thread.
+ *
  * Returns: (transfer full): the text.
  */
 char *pleg_duration_format(gint64 usec);
@@ -30,6 +38,8 @@ char *pleg_duration_format(gint64 usec);
 /**
  * pleg_time_format_rfc3339:
  * @unix_ns: Unix time in nanoseconds.
+ *
+ * Thread safety: callable from any thread.
  *
  * Returns: (transfer full): UTC time with nanoseconds, e.g. "2026-11-29T15:38:55.123456789Z".
  */
@@ -55,8 +65,10 @@ typedef enum {
  * pleg_feature_stage_to_string:
  * @stage: a stage.
  *
+ * Thread safety: callable from any thread.
+ *
  * Returns: (transfer none): kubelet's spelling, "Alpha", "Beta", "GA" or "Deprecated";
- *   "unknown" for a value outside the enum.  Any thread.
+ *   "unknown" for a value outside the enum.
  */
 const char *pleg_feature_stage_to_string(PlegFeatureStage stage);
 
@@ -65,7 +77,9 @@ const char *pleg_feature_stage_to_string(PlegFeatureStage stage);
  * @text: "Alpha", "Beta", "GA" or "Deprecated", exactly (case matters, as in kubelet).
  * @ret_stage: (out) (optional): the stage; untouched on failure.
  *
- * Returns: whether @text names a stage.  Any thread.
+ * Thread safety: callable from any thread.
+ *
+ * Returns: whether @text names a stage.
  */
 gboolean pleg_feature_stage_from_string(const char *text, PlegFeatureStage *ret_stage);
 
@@ -75,22 +89,73 @@ gboolean pleg_feature_stage_from_string(const char *text, PlegFeatureStage *ret_
 #define PLEG_FEATURE_KUBELET_WATCHDOG_DIAGNOSTICS "KubeletWatchdogDiagnostics"
 #define PLEG_FEATURE_CRI_LIST_STREAMING "CRIListStreaming"
 
+/**
+ * PLEG_FEATURE_GATE_ERROR:
+ *
+ * Error domain of the feature gates (#PlegFeatureGateError).  Messages are kubelet's where
+ * kubelet has one ("unrecognized feature gate: Bogus"); untrusted text in them is escaped and
+ * cut with pleg_log_text().
+ */
+#define PLEG_FEATURE_GATE_ERROR (pleg_feature_gate_error_quark())
+
+/**
+ * pleg_feature_gate_error_quark:
+ *
+ * Returns: the quark of %PLEG_FEATURE_GATE_ERROR.
+ *
+ * Thread safety: callable from any thread.
+ */
+GQuark pleg_feature_gate_error_quark(void);
+
+/**
+ * PlegFeatureGateError:
+ * @PLEG_FEATURE_GATE_ERROR_UNKNOWN: a name that is neither built in nor registered.
+ * @PLEG_FEATURE_GATE_ERROR_MALFORMED: a `--feature-gates` item that is not `Name=value`.
+ * @PLEG_FEATURE_GATE_ERROR_BAD_VALUE: a value that is not a boolean in Go's spelling.
+ * @PLEG_FEATURE_GATE_ERROR_BAD_NAME: a declared name that is not a gate name.
+ * @PLEG_FEATURE_GATE_ERROR_BAD_STAGE: a declared stage outside #PlegFeatureStage.
+ * @PLEG_FEATURE_GATE_ERROR_REDEFINED: a declaration of a built-in gate.
+ * @PLEG_FEATURE_GATE_ERROR_CONFLICT: a gate declared before with another stage or default.
+ *
+ * Codes of %PLEG_FEATURE_GATE_ERROR.
+ */
+typedef enum {
+    PLEG_FEATURE_GATE_ERROR_UNKNOWN,
+    PLEG_FEATURE_GATE_ERROR_MALFORMED,
+    PLEG_FEATURE_GATE_ERROR_BAD_VALUE,
+    PLEG_FEATURE_GATE_ERROR_BAD_NAME,
+    PLEG_FEATURE_GATE_ERROR_BAD_STAGE,
+    PLEG_FEATURE_GATE_ERROR_REDEFINED,
+    PLEG_FEATURE_GATE_ERROR_CONFLICT,
+} PlegFeatureGateError;
+
 typedef struct _PlegFeatureGates PlegFeatureGates;
 
 /**
  * pleg_feature_gates_new:
  *
  * A registry holding every built-in gate at its default: EventedPLEG (alpha, off),
- * SystemdWatchdog (beta, on), KubeletWatchdogDiagnostics (alpha, off).  Gates that plugins
+ * SystemdWatchdog (beta, on), KubeletWatchdogDiagnostics (alpha, off), CRIListStreaming (alpha,
+ * off).  Gates that plugins
  * declare join with pleg_feature_gates_register() (or pleg_feature_gates_register_plugins() in
  * pleg-host.h), which must come before the gates are parsed from flags or a configuration file.
  *
- * Returns: (transfer full): the gates.  Thread safety: configure (register, parse, set) from one
- *   thread; once configuration is done, reads are safe from any thread.
+ * Thread safety: callable from any thread.  The registry has no lock: configure it (register,
+ * parse, set, load) from one thread at a time and before sharing it; once configuration is
+ * done, reads (enabled, known) are safe from any thread.
+ *
+ * Returns: (transfer full): the gates.
  */
 PlegFeatureGates *pleg_feature_gates_new(void);
 
-/** pleg_feature_gates_free: NULL-safe. */
+/**
+ * pleg_feature_gates_free:
+ * @gates: (nullable): the gates.
+ *
+ * Frees @gates.  NULL-safe.
+ *
+ * Thread safety: not while another thread uses @gates.
+ */
 void pleg_feature_gates_free(PlegFeatureGates *gates);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegFeatureGates, pleg_feature_gates_free)
 
@@ -98,16 +163,31 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegFeatureGates, pleg_feature_gates_free)
  * pleg_feature_gates_parse:
  * @text: kubelet's `--feature-gates` syntax, "Name=true,Other=false"; spaces around items
  *   are allowed, an empty string sets nothing.
- * @error: %G_OPTION_ERROR_BAD_VALUE naming the unknown gate or the bad value.
+ * @error: %PLEG_FEATURE_GATE_ERROR: %PLEG_FEATURE_GATE_ERROR_UNKNOWN naming the gate,
+ *   %PLEG_FEATURE_GATE_ERROR_BAD_VALUE naming the item, %PLEG_FEATURE_GATE_ERROR_MALFORMED
+ *   naming the item without `=`.
  *
- * Applies all items or none.
+ * Applies all items or none: on failure no gate changed.  The last setting of a gate wins.
+ *
+ * Thread safety: a configuration call: not concurrently with any other use of @gates.
+ *
+ * Returns: %TRUE when every item applied.
  */
 gboolean pleg_feature_gates_parse(PlegFeatureGates *gates, const char *text, GError **error);
 
 /**
  * pleg_feature_gates_set:
  *
- * Sets one known gate.  %G_OPTION_ERROR_BAD_VALUE when @name is unknown.
+ * @gates: the gates.
+ * @name: a gate name, built in or registered.
+ * @enabled: its new value.
+ * @error: %PLEG_FEATURE_GATE_ERROR_UNKNOWN when @name is unknown.
+ *
+ * Sets one known gate.
+ *
+ * Thread safety: a configuration call: not concurrently with any other use of @gates.
+ *
+ * Returns: %TRUE when the gate is set.
  */
 gboolean pleg_feature_gates_set(PlegFeatureGates *gates, const char *name, gboolean enabled,
                                 GError **error);
@@ -115,7 +195,13 @@ gboolean pleg_feature_gates_set(PlegFeatureGates *gates, const char *name, gbool
 /**
  * pleg_feature_gates_enabled:
  *
+ * @gates: the gates.
+ * @name: (nullable): a gate name.
+ *
  * Returns: whether the known gate @name is on; %FALSE for an unknown name.
+ *
+ * Thread safety: callable from any thread once configuration is done; not concurrently with a
+ * configuration call.
  */
 gboolean pleg_feature_gates_enabled(const PlegFeatureGates *gates, const char *name);
 
@@ -125,6 +211,8 @@ gboolean pleg_feature_gates_enabled(const PlegFeatureGates *gates, const char *n
  * @ret_default: (out) (optional): the gate's default.
  *
  * Returns: whether @name is a known gate: built in, or registered in @gates.
+ *
+ * Thread safety: like pleg_feature_gates_enabled().
  */
 gboolean pleg_feature_gates_known(const PlegFeatureGates *gates, const char *name,
                                   PlegFeatureStage *ret_stage, gboolean *ret_default);
@@ -158,16 +246,19 @@ char *pleg_log_text(const char *text, gssize length, gsize max_bytes);
  * @stage: its stage.
  * @default_enabled: its value until something sets it.
  * @origin: (nullable): who declares it, for messages (a `.plugin` file's path); copied.
- * @error: %G_OPTION_ERROR_BAD_VALUE when @name is not a gate name, names a built-in gate (a
- *   plugin may not redefine EventedPLEG, SystemdWatchdog or KubeletWatchdogDiagnostics), or was
- *   registered before with another stage or default (the message names both origins).
+ * @error: %PLEG_FEATURE_GATE_ERROR: %PLEG_FEATURE_GATE_ERROR_BAD_NAME when @name is not a gate
+ *   name, %PLEG_FEATURE_GATE_ERROR_BAD_STAGE for a @stage outside the enum,
+ *   %PLEG_FEATURE_GATE_ERROR_REDEFINED when it names a built-in gate (a plugin may not redefine
+ *   EventedPLEG, SystemdWatchdog, KubeletWatchdogDiagnostics or CRIListStreaming),
+ *   %PLEG_FEATURE_GATE_ERROR_CONFLICT when it was registered before with another stage or
+ *   default (the message names both origins).
  *
  * Adds a gate that a plugin declares, at its default.  Registering the same name again with the
  * same stage and default changes nothing and succeeds (two plugins may share a gate), whatever
  * value the gate has by then.  A registered gate is then accepted by pleg_feature_gates_parse(),
  * pleg_feature_gates_set() and pleg_feature_gates_load_key_file() like a built-in one.
  *
- * Thread safety: like the other configuration calls, not concurrently with any use of @gates.
+ * Thread safety: a configuration call: not concurrently with any other use of @gates.
  *
  * Returns: %TRUE when the gate is registered.
  */
@@ -179,7 +270,9 @@ gboolean pleg_feature_gates_register(PlegFeatureGates *gates, const char *name,
  * pleg_feature_gates_is_builtin:
  * @name: (nullable): a gate name.
  *
- * Returns: whether @name is one of libpleg's built-in gates.  Any thread.
+ * Thread safety: callable from any thread.
+ *
+ * Returns: whether @name is one of libpleg's built-in gates.
  */
 gboolean pleg_feature_gates_is_builtin(const char *name);
 
