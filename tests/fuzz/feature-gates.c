@@ -52,8 +52,8 @@ fuzz_parse(const char *text)
     GateValues after;
 
     if (!pleg_feature_gates_parse(gates, text, &error)) {
-        FUZZ_CHECK(g_error_matches(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE),
-                   "a bad gate string is G_OPTION_ERROR_BAD_VALUE");
+        FUZZ_CHECK(error && error->domain == PLEG_FEATURE_GATE_ERROR,
+                   "a bad gate string is a PLEG_FEATURE_GATE_ERROR");
         after = read_gates(gates);
         FUZZ_CHECK(same_gates(&before, &after), "a failed parse changes nothing");
         return;
@@ -84,8 +84,9 @@ fuzz_set(const char *text)
             FUZZ_CHECK(pleg_feature_gates_enabled(gates, items[i]), "a set gate reads back");
         } else {
             FUZZ_CHECK(!known, "a known gate can always be set");
-            FUZZ_CHECK(g_error_matches(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE),
-                       "an unknown gate is G_OPTION_ERROR_BAD_VALUE");
+            FUZZ_CHECK(g_error_matches(error, PLEG_FEATURE_GATE_ERROR,
+                                       PLEG_FEATURE_GATE_ERROR_UNKNOWN),
+                       "an unknown gate is PLEG_FEATURE_GATE_ERROR_UNKNOWN");
         }
     }
 }
