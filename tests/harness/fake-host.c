@@ -12,7 +12,7 @@ typedef struct {
     PlegHealthCheckFunc func;
     gpointer user_data;
     GDestroyNotify destroy;
-} Checker;
+} FakeChecker;
 
 struct _FakeHost {
     PlegHostServices services;
@@ -27,7 +27,7 @@ struct _FakeHost {
     int relist_result;
     GPtrArray *relist_calls; /* FakeRelistCall */
     GPtrArray *logs;         /* GHashTable */
-    GPtrArray *checkers;     /* Checker */
+    GPtrArray *checkers;     /* FakeChecker */
     guint next_checker_id;
 
     const PlegPluginDescriptor *descriptor;
@@ -48,7 +48,7 @@ relist_call_free(gpointer data)
 static void
 checker_free(gpointer data)
 {
-    Checker *checker = data;
+    FakeChecker *checker = data;
 
     if (checker->destroy)
         checker->destroy(checker->user_data);
@@ -111,7 +111,7 @@ service_add_health_checker(PlegPluginHost *host, const char *name, PlegHealthChe
                            gpointer user_data, GDestroyNotify destroy)
 {
     FakeHost *self = FAKE_HOST(host);
-    Checker *checker = g_new0(Checker, 1);
+    FakeChecker *checker = g_new0(FakeChecker, 1);
     guint id;
 
     checker->name = g_strdup(name);
@@ -130,11 +130,11 @@ static void
 service_remove_health_checker(PlegPluginHost *host, guint id)
 {
     FakeHost *self = FAKE_HOST(host);
-    Checker *found = NULL;
+    FakeChecker *found = NULL;
 
     g_mutex_lock(&self->lock);
     for (guint i = 0; i < self->checkers->len; i++) {
-        Checker *checker = g_ptr_array_index(self->checkers, i);
+        FakeChecker *checker = g_ptr_array_index(self->checkers, i);
 
         if (checker->id == id) {
             found = g_ptr_array_steal_index(self->checkers, i);
@@ -163,7 +163,7 @@ service_check_health_progress(PlegPluginHost *host, PlegHealthProgressFunc progr
     g_mutex_unlock(&self->lock);
 
     for (guint i = 0; i < round->len; i++) {
-        Checker *checker = g_ptr_array_index(round, i);
+        FakeChecker *checker = g_ptr_array_index(round, i);
         g_autoptr(GError) local_error = NULL;
 
         if (progress)
@@ -557,7 +557,7 @@ fake_host_get_health_checker_names(FakeHost *self)
 
     g_mutex_lock(&self->lock);
     for (guint i = 0; i < self->checkers->len; i++) {
-        const Checker *checker = g_ptr_array_index(self->checkers, i);
+        const FakeChecker *checker = g_ptr_array_index(self->checkers, i);
 
         if (i > 0)
             g_string_append_c(names, ',');
