@@ -1,15 +1,31 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Health checkers: the registry and its liveness and readiness rounds, and the host's own
- * checkers (pleg, first-relist, runtime).
+ * The health-checker registry: checkers by id, each a liveness or a readiness checker, and the
+ * rounds that run them in registration order.  The host keeps one (pleg-host-health.c), and so
+ * does the test harness's fake host: a plugin's checkers behave alike in both.
  */
-#include <pleg/pleg-host.h>
+#include "pleg-services.h"
 
-#include "pleg-host-private.h"
-#include "pleg-private.h"
+typedef struct {
+    guint id;
+    char *name;
+    PlegHealthCheckFunc func;
+    gpointer user_data;
+    GDestroyNotify destroy;
+    gconstpointer owner; /* NULL for the host's own checker */
+    PlegHealthKind kind; /* readiness checkers are left out of liveness rounds */
+} Checker;
 
-void
-pleg_host_checker_free(Checker *checker)
+struct _PlegHealthRegistry {
+    /* A health round holds the reader lock, so that a checker is never removed (and its
+     * plugin freed) while it runs. */
+    GRWLock lock;
+    GPtrArray *checkers;
+    guint next_id;
+};
+
+static void
+checker_free(Checker *checker)
 {
     if (checker->destroy)
         checker->destroy(checker->user_data);
@@ -17,9 +33,32 @@ pleg_host_checker_free(Checker *checker)
     g_free(checker);
 }
 
+PlegHealthRegistry *
+pleg_health_registry_new(void)
+{
+    PlegHealthRegistry *self = g_new0(PlegHealthRegistry, 1);
+
+    g_rw_lock_init(&self->lock);
+    self->checkers = g_ptr_array_new();
+    return self;
+}
+
+void
+pleg_health_registry_free(PlegHealthRegistry *self)
+{
+    if (!self)
+        return;
+    while (self->checkers->len > 0)
+        checker_free(g_ptr_array_steal_index(self->checkers, self->checkers->len - 1));
+    g_ptr_array_unref(self->checkers);
+    g_rw_lock_clear(&self->lock);
+    g_free(self);
+}
+
 guint
-pleg_host_add_checker(PlegHost *self, PluginEntry *owner, PlegHealthKind kind, const char *name,
-            PlegHealthCheckFunc func, gpointer user_data, GDestroyNotify destroy)
+pleg_health_registry_add(PlegHealthRegistry *self, gconstpointer owner, PlegHealthKind kind,
+                         const char *name, PlegHealthCheckFunc func, gpointer user_data,
+                         GDestroyNotify destroy)
 {
     Checker *checker;
     guint id;
@@ -35,20 +74,19 @@ pleg_host_add_checker(PlegHost *self, PluginEntry *owner, PlegHealthKind kind, c
     checker->owner = owner;
     checker->kind = kind;
 
-    g_rw_lock_writer_lock(&self->health_lock);
-    id = checker->id = ++self->next_checker_id;
+    g_rw_lock_writer_lock(&self->lock);
+    id = checker->id = ++self->next_id;
     g_ptr_array_add(self->checkers, checker);
-    g_rw_lock_writer_unlock(&self->health_lock);
+    g_rw_lock_writer_unlock(&self->lock);
     return id;
 }
 
-/* Removes the checker @id (when != 0) or every checker of @owner (when @id == 0). */
 void
-pleg_host_remove_checkers(PlegHost *self, guint id, PluginEntry *owner)
+pleg_health_registry_remove(PlegHealthRegistry *self, guint id, gconstpointer owner)
 {
-    g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func((GDestroyNotify)pleg_host_checker_free);
+    g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func((GDestroyNotify)checker_free);
 
-    g_rw_lock_writer_lock(&self->health_lock);
+    g_rw_lock_writer_lock(&self->lock);
     for (guint i = 0; i < self->checkers->len;) {
         Checker *checker = g_ptr_array_index(self->checkers, i);
 
@@ -57,7 +95,7 @@ pleg_host_remove_checkers(PlegHost *self, guint id, PluginEntry *owner)
         else
             i++;
     }
-    g_rw_lock_writer_unlock(&self->health_lock);
+    g_rw_lock_writer_unlock(&self->lock);
     /* Destroy notifies run unlocked: they may call back into the host. */
 }
 
@@ -83,10 +121,11 @@ in_round(const Checker *checker, PlegHealthKind kind)
 }
 
 gboolean
-pleg_host_run_health_round(PlegHost *self, PlegHealthKind kind, PlegHealthProgressFunc progress,
-             gpointer progress_data, char **ret_checker, GError **error)
+pleg_health_registry_run(PlegHealthRegistry *self, PlegHealthKind kind,
+                         PlegHealthProgressFunc progress, gpointer progress_data,
+                         char **ret_checker, GError **error)
 {
-    g_rw_lock_reader_lock(&self->health_lock);
+    g_rw_lock_reader_lock(&self->lock);
     for (guint i = 0; i < self->checkers->len; i++) {
         Checker *checker = g_ptr_array_index(self->checkers, i);
 
@@ -98,48 +137,19 @@ pleg_host_run_health_round(PlegHost *self, PlegHealthKind kind, PlegHealthProgre
             continue;
         if (ret_checker)
             *ret_checker = g_strdup(checker->name);
-        g_rw_lock_reader_unlock(&self->health_lock);
+        g_rw_lock_reader_unlock(&self->lock);
         return FALSE;
     }
-    g_rw_lock_reader_unlock(&self->health_lock);
+    g_rw_lock_reader_unlock(&self->lock);
     return TRUE;
 }
 
-gboolean
-pleg_host_check_health(PlegHost *self, char **ret_checker, GError **error)
-{
-    g_return_val_if_fail(self != NULL, FALSE);
-
-    return pleg_host_run_health_round(self, PLEG_HEALTH_LIVENESS, NULL, NULL, ret_checker, error);
-}
-
-gboolean
-pleg_host_check_readiness(PlegHost *self, char **ret_checker, GError **error)
-{
-    g_return_val_if_fail(self != NULL, FALSE);
-
-    return pleg_host_run_health_round(self, PLEG_HEALTH_READINESS, NULL, NULL, ret_checker, error);
-}
-
-void
-pleg_health_result_free(PlegHealthResult *result)
-{
-    if (!result)
-        return;
-    g_free(result->name);
-    g_clear_error(&result->error);
-    g_free(result);
-}
-
 GPtrArray *
-pleg_host_check_all(PlegHost *self, PlegHealthKind kind)
+pleg_health_registry_run_all(PlegHealthRegistry *self, PlegHealthKind kind)
 {
-    GPtrArray *results;
+    GPtrArray *results = g_ptr_array_new_with_free_func((GDestroyNotify)pleg_health_result_free);
 
-    g_return_val_if_fail(self != NULL, NULL);
-
-    results = g_ptr_array_new_with_free_func((GDestroyNotify)pleg_health_result_free);
-    g_rw_lock_reader_lock(&self->health_lock);
+    g_rw_lock_reader_lock(&self->lock);
     for (guint i = 0; i < self->checkers->len; i++) {
         Checker *checker = g_ptr_array_index(self->checkers, i);
         PlegHealthResult *result;
@@ -151,77 +161,23 @@ pleg_host_check_all(PlegHost *self, PlegHealthKind kind)
         run_checker(checker, &result->error);
         g_ptr_array_add(results, result);
     }
-    g_rw_lock_reader_unlock(&self->health_lock);
+    g_rw_lock_reader_unlock(&self->lock);
     return results;
 }
 
-gint64
-pleg_host_now_ns(PlegHost *self)
+char *
+pleg_health_registry_get_names(PlegHealthRegistry *self)
 {
-    return self->clock ? self->clock(self->clock_data) : g_get_real_time() * 1000;
-}
+    GString *names = g_string_new(NULL);
 
-/* Liveness: what restarting this process can fix.  Before the first successful relist the PLEG
- * gets the health threshold from its start, as if it had been seen active then: a runtime slow
- * to answer at start-up, or not there yet, must not stop the systemd watchdog heartbeat
- * (kubelet's slow-start report), and restarting plegd would not bring the runtime up.  After
- * it, kubelet's rule: unhealthy once the last successful relist started longer ago than the
- * threshold. */
-static gboolean
-pleg_health_check(gpointer user_data, GError **error)
-{
-    PlegHost *self = user_data;
-    g_autofree char *message = NULL;
+    g_rw_lock_reader_lock(&self->lock);
+    for (guint i = 0; i < self->checkers->len; i++) {
+        const Checker *checker = g_ptr_array_index(self->checkers, i);
 
-    /* Not started yet (or stopped): nothing to be late for. */
-    if (!g_atomic_int_get(&self->pleg_running))
-        return TRUE;
-    if (pleg_generic_get_last_relist_time(self->pleg) == 0 &&
-        pleg_host_now_ns(self) - self->pleg_started_ns <= self->relist_threshold_usec * 1000)
-        return TRUE;
-    if (pleg_generic_healthy(self->pleg, &message))
-        return TRUE;
-    g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, message);
-    return FALSE;
-}
-
-/* Readiness: a global relist has succeeded since start, so the pod cache holds the node. */
-static gboolean
-first_relist_check(gpointer user_data, GError **error)
-{
-    PlegHost *self = user_data;
-
-    if (!g_atomic_int_get(&self->pleg_running) || pleg_generic_get_last_relist_time(self->pleg) != 0)
-        return TRUE;
-    g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "pleg has yet to be successful");
-    return FALSE;
-}
-
-/* The runtime's reachability joins once its subject exists: until the runtime has answered a
- * global relist once (a runtime slow to come up at start-up is not a failure here; the "pleg"
- * checker's threshold covers that), then unhealthy while the last global relist could not
- * reach it. */
-static gboolean
-runtime_health_check(gpointer user_data, GError **error)
-{
-    PlegHost *self = user_data;
-    g_autoptr(GError) last_error = NULL;
-    gboolean ever_reached;
-
-    if (!g_atomic_int_get(&self->pleg_running))
-        return TRUE;
-    pleg_generic_get_runtime_state(self->pleg, &ever_reached, &last_error);
-    if (!ever_reached || !last_error)
-        return TRUE;
-    g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "container runtime is not reachable: %s",
-                last_error->message);
-    return FALSE;
-}
-
-void
-pleg_host_add_own_checkers(PlegHost *self)
-{
-    pleg_host_add_checker(self, NULL, PLEG_HEALTH_LIVENESS, "pleg", pleg_health_check, self, NULL);
-    pleg_host_add_checker(self, NULL, PLEG_HEALTH_READINESS, "first-relist", first_relist_check, self, NULL);
-    pleg_host_add_checker(self, NULL, PLEG_HEALTH_READINESS, "runtime", runtime_health_check, self, NULL);
+        if (i > 0)
+            g_string_append_c(names, ',');
+        g_string_append(names, checker->name);
+    }
+    g_rw_lock_reader_unlock(&self->lock);
+    return g_string_free(names, FALSE);
 }

@@ -1,17 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internals of the plugin host: the structures its files share (pleg-host.c, pleg-health.c,
- * pleg-services.c, pleg-plugin-thread.c, pleg-plugin-loader.c, pleg-host-gates.c), and the CRI
- * GetContainerEvents stream behind the container_events_* services, which the test harness
- * (tests/harness/fake-host.c) uses too.  G_GNUC_INTERNAL and cri_* keep every symbol here out
- * of libpleg's ABI.
+ * Internals of libpleg's plugin host: the structures its files share (pleg-host.c,
+ * pleg-host-health.c, pleg-host-services.c, pleg-plugin-thread.c, pleg-plugin-loader.c,
+ * pleg-host-gates.c).  What the test harness shares with them is in pleg-services.h.
+ * G_GNUC_INTERNAL keeps every symbol here out of libpleg's ABI.
  */
 #pragma once
 
 #include <pleg/pleg-host.h>
 #include <pleg/pleg-plugin.h>
 
-#include "cri-private.h"
+#include "pleg-services.h"
 
 G_BEGIN_DECLS
 
@@ -25,21 +24,12 @@ G_BEGIN_DECLS
 typedef struct _PluginEntry PluginEntry;
 
 typedef struct {
-    guint id;
-    char *name;
-    PlegHealthCheckFunc func;
-    gpointer user_data;
-    GDestroyNotify destroy;
-    PluginEntry *owner;  /* NULL for the host's own checker */
-    PlegHealthKind kind; /* readiness checkers are left out of liveness rounds */
-} Checker;
-
-typedef struct {
     PlegEventChannel *channel;
     GSource *source;
 } Subscription;
 
 struct _PluginEntry {
+    PlegServiceHost base; /* first: the plugin's PlegPluginHost points here */
     PlegPluginInfo info; /* handed out by pleg_host_get_plugins() */
     PlegHost *host;
     char *dir; /* the plugin directory the .plugin file is in */
@@ -70,11 +60,7 @@ struct _PlegHost {
     GStrv disabled_plugins;
     GStrv required_plugins;
 
-    /* A health round holds the reader lock, so that a checker is never removed (and its
-     * plugin freed) while it runs. */
-    GRWLock health_lock;
-    GPtrArray *checkers;
-    guint next_checker_id;
+    PlegHealthRegistry *health;
     int pleg_running;
     PlegClockFunc clock;
     gpointer clock_data;
@@ -90,21 +76,12 @@ struct _PlegHost {
 
 #define ENTRY(h) ((PluginEntry *)(h))
 
-/* pleg-health.c */
-G_GNUC_INTERNAL void pleg_host_checker_free(Checker *checker);
-G_GNUC_INTERNAL guint pleg_host_add_checker(PlegHost *self, PluginEntry *owner, PlegHealthKind kind,
-                                            const char *name, PlegHealthCheckFunc func,
-                                            gpointer user_data, GDestroyNotify destroy);
-G_GNUC_INTERNAL void pleg_host_remove_checkers(PlegHost *self, guint id, PluginEntry *owner);
-G_GNUC_INTERNAL gboolean pleg_host_run_health_round(PlegHost *self, PlegHealthKind kind,
-                                                    PlegHealthProgressFunc progress,
-                                                    gpointer progress_data, char **ret_checker,
-                                                    GError **error);
+/* pleg-host-health.c */
 G_GNUC_INTERNAL gint64 pleg_host_now_ns(PlegHost *self);
 /* Adds "pleg" (liveness), "first-relist" and "runtime" (readiness). */
 G_GNUC_INTERNAL void pleg_host_add_own_checkers(PlegHost *self);
 
-/* pleg-services.c */
+/* pleg-host-services.c: the plugin's services, for its thread's context. */
 G_GNUC_INTERNAL void pleg_host_init_services(PluginEntry *entry);
 
 /* pleg-plugin-thread.c: the plugin's lifecycle calls, each run on its thread. */
@@ -130,17 +107,5 @@ G_GNUC_INTERNAL gboolean pleg_load_trusted_key_file(GKeyFile *key_file, const ch
 G_GNUC_INTERNAL gboolean pleg_declare_plugin_gates(PlegFeatureGates *gates, GKeyFile *key_file,
                                                    const char *file, gboolean check_only,
                                                    GError **error);
-
-/* Starts GetContainerEvents on @channel, waiting for the channel to become ready rather than
- * failing fast; the first read reports whatever went wrong.  (transfer full) */
-PlegContainerEventStream *cri_container_events_open(CriChannel *channel, GError **error);
-gboolean cri_container_events_read(PlegContainerEventStream *stream, PlegContainerEvent **ret_event,
-                                   GError **error);
-void cri_container_events_cancel(PlegContainerEventStream *stream);
-void cri_container_events_free(PlegContainerEventStream *stream);
-void cri_container_event_free(PlegContainerEvent *event);
-
-/* Decodes one wire message.  (transfer full) */
-PlegContainerEvent *cri_decode_container_event(const Runtime__V1__ContainerEventResponse *message);
 
 G_END_DECLS

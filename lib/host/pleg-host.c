@@ -175,8 +175,7 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
     self->context = context ? g_main_context_ref(context) : g_main_context_ref_thread_default();
     self->own_gates = g_steal_pointer(&own_gates);
     self->gates = gates;
-    g_rw_lock_init(&self->health_lock);
-    self->checkers = g_ptr_array_new();
+    self->health = pleg_health_registry_new();
     self->subscriptions = g_ptr_array_new();
     self->plugins = g_ptr_array_new_with_free_func((GDestroyNotify)pleg_plugin_entry_free);
     self->plugin_dir = g_strdup(config->plugin_dir ? config->plugin_dir : PLEG_PLUGIN_DIR);
@@ -236,10 +235,7 @@ pleg_host_free(PlegHost *self)
     g_ptr_array_unref(self->subscriptions);
 
     /* Any checker left is the host's own. */
-    while (self->checkers->len > 0)
-        pleg_host_checker_free(g_ptr_array_steal_index(self->checkers, self->checkers->len - 1));
-    g_ptr_array_unref(self->checkers);
-    g_rw_lock_clear(&self->health_lock);
+    pleg_health_registry_free(self->health);
 
     g_ptr_array_unref(self->plugins);
     pleg_generic_free(self->pleg);

@@ -146,7 +146,7 @@ call_stop_free(PluginEntry *entry, gpointer data)
     if (entry->descriptor->stop)
         entry->descriptor->stop(entry->state);
     /* Checkers the plugin left behind must not outlive its state. */
-    pleg_host_remove_checkers(entry->host, 0, entry);
+    pleg_health_registry_remove(entry->host->health, 0, &entry->base);
     if (entry->descriptor->free)
         entry->descriptor->free(entry->state);
     entry->state = NULL;
@@ -160,7 +160,7 @@ pleg_plugin_entry_shutdown(PluginEntry *entry)
     if (entry->initialized)
         run_in_plugin_thread(entry, call_stop_free, NULL);
     else if (entry->thread)
-        pleg_host_remove_checkers(entry->host, 0, entry);
+        pleg_health_registry_remove(entry->host->health, 0, &entry->base);
     stop_plugin_thread(entry);
 }
 
@@ -170,12 +170,13 @@ pleg_plugin_entry_init(PluginEntry *entry)
     g_autoptr(GError) local_error = NULL;
     CallResult result = {0};
 
-    pleg_host_init_services(entry);
     if (!start_plugin_thread(entry, &local_error)) {
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_INIT, "cannot start its thread: %s",
                     local_error->message);
         return;
     }
+    /* After the thread: the services hand out its context. */
+    pleg_host_init_services(entry);
 
     run_in_plugin_thread(entry, call_init, &result);
     if (!result.ok) {

@@ -1,37 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The services table a plugin gets (PlegHostServices): each slot reaches the host through
- * the plugin's entry.
+ * The services table a plugin gets (PlegHostServices), the same for every host: each slot
+ * reaches the host through the PlegServiceHost its PlegPluginHost points at, and the
+ * services that differ between hosts come from its PlegServiceHostFuncs.
  */
-#include <pleg/pleg-host.h>
+#include "pleg-services.h"
 
-#include "pleg-host-private.h"
+#define BASE(h) ((PlegServiceHost *)(h))
 
 static GMainContext *
 service_get_main_context(PlegPluginHost *host)
 {
-    return ENTRY(host)->context;
-}
-
-static gboolean
-service_feature_enabled(PlegPluginHost *host, const char *gate)
-{
-    return gate && pleg_feature_gates_enabled(ENTRY(host)->host->gates, gate);
-}
-
-static int
-service_request_relist(PlegPluginHost *host, const char *pod_uid, PlegPluginRelistSource source)
-{
-    PluginEntry *entry = ENTRY(host);
-
-    if (!pod_uid || source < PLEG_PLUGIN_RELIST_SOURCE_EVENTED_PLEG ||
-        source > PLEG_PLUGIN_RELIST_SOURCE_POST_ALLOCATION) {
-        g_debug("plugin %s: RequestRelist with %s, dropped", entry->info.name,
-                pod_uid ? "an invalid source" : "no pod uid");
-        return PLEG_RELIST_REQUEST_DROPPED;
-    }
-    /* PlegPluginRelistSource has PlegRelistSource's numbers. */
-    return pleg_generic_request_relist(entry->host->pleg, pod_uid, (PlegRelistSource)source);
+    return BASE(host)->context;
 }
 
 static PlegMetric *
@@ -39,7 +19,7 @@ service_metric_register(PlegPluginHost *host, PlegMetricType type, const char *n
                         const char *help, const char *const *label_names, const double *buckets,
                         gsize n_buckets)
 {
-    return pleg_metrics_register(ENTRY(host)->host->metrics, type, name, help, label_names, buckets,
+    return pleg_metrics_register(BASE(host)->metrics, type, name, help, label_names, buckets,
                                  n_buckets);
 }
 
@@ -47,29 +27,29 @@ static guint
 service_add_health_checker(PlegPluginHost *host, const char *name, PlegHealthCheckFunc func,
                            gpointer user_data, GDestroyNotify destroy)
 {
-    return pleg_host_add_checker(ENTRY(host)->host, ENTRY(host), PLEG_HEALTH_LIVENESS, name, func,
-                       user_data, destroy);
+    return pleg_health_registry_add(BASE(host)->health, BASE(host), PLEG_HEALTH_LIVENESS, name,
+                                    func, user_data, destroy);
 }
 
 static void
 service_remove_health_checker(PlegPluginHost *host, guint id)
 {
     if (id != 0)
-        pleg_host_remove_checkers(ENTRY(host)->host, id, NULL);
-}
-
-static gboolean
-service_check_health(PlegPluginHost *host, char **ret_checker, GError **error)
-{
-    return pleg_host_check_health(ENTRY(host)->host, ret_checker, error);
+        pleg_health_registry_remove(BASE(host)->health, id, NULL);
 }
 
 static gboolean
 service_check_health_progress(PlegPluginHost *host, PlegHealthProgressFunc progress,
                               gpointer progress_data, char **ret_checker, GError **error)
 {
-    return pleg_host_run_health_round(ENTRY(host)->host, PLEG_HEALTH_LIVENESS, progress, progress_data,
-                        ret_checker, error);
+    return pleg_health_registry_run(BASE(host)->health, PLEG_HEALTH_LIVENESS, progress,
+                                    progress_data, ret_checker, error);
+}
+
+static gboolean
+service_check_health(PlegPluginHost *host, char **ret_checker, GError **error)
+{
+    return service_check_health_progress(host, NULL, NULL, ret_checker, error);
 }
 
 static const char *
@@ -89,7 +69,7 @@ level_to_priority(GLogLevelFlags level)
 static void
 service_log(PlegPluginHost *host, GLogLevelFlags level, const GLogField *fields, gsize n_fields)
 {
-    PluginEntry *entry = ENTRY(host);
+    PlegServiceHost *base = BASE(host);
     g_autofree GLogField *all = g_new0(GLogField, n_fields + 2);
     gboolean has_domain = FALSE, has_priority = FALSE;
     gsize n = 0;
@@ -102,43 +82,24 @@ service_log(PlegPluginHost *host, GLogLevelFlags level, const GLogField *fields,
         all[n++] = fields[i];
     }
     if (!has_domain)
-        all[n++] = (GLogField){"GLIB_DOMAIN", entry->log_domain, -1};
+        all[n++] = (GLogField){"GLIB_DOMAIN", base->log_domain, -1};
     if (!has_priority)
         all[n++] = (GLogField){"PRIORITY", level_to_priority(level), -1};
+    if (base->funcs->log_record)
+        base->funcs->log_record(host, level, all, n);
     g_log_structured_array(level, all, n);
 }
 
-static const char *
-service_get_runtime_endpoint(PlegPluginHost *host)
-{
-    PlegHost *self = ENTRY(host)->host;
-
-    return self->endpoint ? self->endpoint : "";
-}
-
-static PlegContainerEventStream *
-service_container_events_open(PlegPluginHost *host, GError **error)
-{
-    PlegHost *self = ENTRY(host)->host;
-
-    if (!self->client) {
-        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_UNIMPLEMENTED,
-                    "GetContainerEvents: the host runs on an in-process runtime, not CRI");
-        return NULL;
-    }
-    return cri_container_events_open(cri_client_get_channel(self->client), error);
-}
-
 void
-pleg_host_init_services(PluginEntry *entry)
+pleg_services_init(PlegHostServices *services, PlegServiceHost *base)
 {
-    entry->services = (PlegHostServices){
+    *services = (PlegHostServices){
         .size = sizeof(PlegHostServices),
         .abi_minor = PLEG_PLUGIN_ABI_MINOR,
-        .host = (PlegPluginHost *)entry,
+        .host = (PlegPluginHost *)base,
         .get_main_context = service_get_main_context,
-        .feature_enabled = service_feature_enabled,
-        .request_relist = service_request_relist,
+        .feature_enabled = base->funcs->feature_enabled,
+        .request_relist = base->funcs->request_relist,
         .metric_register = service_metric_register,
         .metric_add = pleg_metric_add,
         .metric_set = pleg_metric_set,
@@ -147,8 +108,8 @@ pleg_host_init_services(PluginEntry *entry)
         .remove_health_checker = service_remove_health_checker,
         .check_health = service_check_health,
         .log = service_log,
-        .get_runtime_endpoint = service_get_runtime_endpoint,
-        .container_events_open = service_container_events_open,
+        .get_runtime_endpoint = base->funcs->get_runtime_endpoint,
+        .container_events_open = base->funcs->container_events_open,
         .container_events_read = cri_container_events_read,
         .container_events_cancel = cri_container_events_cancel,
         .container_events_free = cri_container_events_free,

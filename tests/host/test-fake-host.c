@@ -8,7 +8,7 @@
 
 #include "fake-cri-server.h"
 #include "fake-host.h"
-#include "pleg-host-private.h"
+#include "pleg-services.h"
 
 #define WAIT_USEC (5 * G_USEC_PER_SEC)
 
