@@ -107,8 +107,8 @@ run_checker(Checker *checker, GError **error)
     if (checker->func(checker->user_data, &local_error))
         return TRUE;
     if (!local_error)
-        local_error = g_error_new(G_IO_ERROR, G_IO_ERROR_FAILED, "health checker %s failed",
-                                  checker->name);
+        local_error = g_error_new(PLEG_HOST_ERROR, PLEG_HOST_ERROR_CHECK_FAILED,
+                                  "health checker %s failed", checker->name);
     g_propagate_error(error, g_steal_pointer(&local_error));
     return FALSE;
 }

@@ -70,7 +70,7 @@ pleg_health_check(gpointer user_data, GError **error)
         return TRUE;
     if (pleg_generic_healthy(self->pleg, &message))
         return TRUE;
-    g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, message);
+    g_set_error_literal(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_UNHEALTHY, message);
     return FALSE;
 }
 
@@ -82,7 +82,8 @@ first_relist_check(gpointer user_data, GError **error)
 
     if (!g_atomic_int_get(&self->pleg_running) || pleg_generic_get_last_relist_time(self->pleg) != 0)
         return TRUE;
-    g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_FAILED, "pleg has yet to be successful");
+    g_set_error_literal(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_NOT_READY,
+                        "pleg has yet to be successful");
     return FALSE;
 }
 
@@ -102,8 +103,9 @@ runtime_health_check(gpointer user_data, GError **error)
     pleg_generic_get_runtime_state(self->pleg, &ever_reached, &last_error);
     if (!ever_reached || !last_error)
         return TRUE;
-    g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "container runtime is not reachable: %s",
-                last_error->message);
+    /* The runtime's own error (PLEG_CRI_ERROR from a CRI client), with its code. */
+    g_propagate_prefixed_error(error, g_steal_pointer(&last_error),
+                               "container runtime is not reachable: ");
     return FALSE;
 }
 

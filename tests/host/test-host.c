@@ -1076,6 +1076,7 @@ START_TEST(test_health_pleg_first)
     ck_assert(!pleg_host_check_readiness(env->host, &checker, &error));
     ck_assert_str_eq(checker, "first-relist");
     ck_assert_str_eq(error->message, "pleg has yet to be successful");
+    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_NOT_READY));
     g_clear_error(&error);
     g_clear_pointer(&checker, g_free);
     ck_assert(pleg_host_check_health(env->host, NULL, NULL));
@@ -1103,6 +1104,7 @@ START_TEST(test_health_pleg_first)
     ck_assert(!pleg_host_check_health(env->host, &checker, &error));
     ck_assert_str_eq(checker, "pleg");
     ck_assert(g_str_has_prefix(error->message, "pleg was last seen active "));
+    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_UNHEALTHY));
 }
 END_TEST
 
@@ -1131,6 +1133,10 @@ START_TEST(test_health_runtime_reachability)
     ck_assert_str_eq(checker, "runtime");
     ck_assert_msg(g_str_has_prefix(error->message, "container runtime is not reachable: "), "%s",
                   error->message);
+    /* The runtime's error is passed on, prefixed: its domain and code stay (the fake runtime
+     * fails with G_IO_ERROR_FAILED; a CRI client with PLEG_CRI_ERROR). */
+    ck_assert(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_FAILED));
+    ck_assert(g_str_has_suffix(error->message, "injected failure"));
     g_clear_error(&error);
     /* Liveness, which the watchdog heartbeat follows: a runtime outage is not plegd's to fix. */
     ck_assert(pleg_host_check_health(env->host, NULL, NULL));

@@ -16,21 +16,47 @@ G_BEGIN_DECLS
 /**
  * PLEG_HOST_ERROR:
  *
- * Errors of the host and its plugin loader.  Messages name the plugin and the exact reason, e.g.
+ * Errors of the host: its configuration, its plugin loader and its own health checkers.
+ * Loader messages name the plugin and the exact reason, e.g.
  * "plugin evented (/usr/lib/pleg/plugins/libpleg-evented.so): ABI major 2, host speaks 1".
+ * The host's functions report no other domain, except where they pass on a cause of their
+ * own module's with g_prefix_error() (the "runtime" checker passes on the runtime's error).
  */
 #define PLEG_HOST_ERROR (pleg_host_error_quark())
 GQuark pleg_host_error_quark(void);
 
+/**
+ * PlegHostError:
+ * @PLEG_HOST_ERROR_CONFIG: a bad configuration file or value (an endpoint, a `[FeatureGates]`
+ *   group, a `.plugin` file's keys or gate declarations).
+ * @PLEG_HOST_ERROR_PLUGIN_FILE: a `.plugin` file or module missing, not a regular file, or of the
+ *   wrong owner or mode.
+ * @PLEG_HOST_ERROR_PLUGIN_OPEN: dlopen failed: not a shared object, a missing library.
+ * @PLEG_HOST_ERROR_PLUGIN_SYMBOL: no descriptor symbol, or a NULL one.
+ * @PLEG_HOST_ERROR_PLUGIN_ABI: the descriptor's major differs, its minor is newer, its size too
+ *   small, its name or gate does not match the `.plugin` file, or reserved fields are set.
+ * @PLEG_HOST_ERROR_PLUGIN_INIT: the plugin's init failed (or its thread could not start).
+ * @PLEG_HOST_ERROR_PLUGIN_START: the plugin's start failed.
+ * @PLEG_HOST_ERROR_REQUIRED_PLUGIN: a plugin marked required did not load, is disabled or is not
+ *   running.
+ * @PLEG_HOST_ERROR_UNHEALTHY: the "pleg" health checker: the last successful relist started
+ *   longer ago than the relist threshold (kubelet's "pleg was last seen active ... ago").
+ * @PLEG_HOST_ERROR_NOT_READY: the "first-relist" readiness checker: no global relist has
+ *   succeeded since start.
+ * @PLEG_HOST_ERROR_CHECK_FAILED: a health checker failed without saying why.
+ */
 typedef enum {
-    PLEG_HOST_ERROR_CONFIG,           /* bad configuration file or value */
-    PLEG_HOST_ERROR_PLUGIN_FILE,      /* missing, not a regular file, wrong owner or mode */
-    PLEG_HOST_ERROR_PLUGIN_OPEN,      /* dlopen failed: not a shared object, missing library */
-    PLEG_HOST_ERROR_PLUGIN_SYMBOL,    /* no descriptor symbol, or NULL */
-    PLEG_HOST_ERROR_PLUGIN_ABI,       /* major differs, minor newer, size too small, bad name */
-    PLEG_HOST_ERROR_PLUGIN_INIT,      /* init returned an error */
-    PLEG_HOST_ERROR_PLUGIN_START,     /* start returned an error */
-    PLEG_HOST_ERROR_REQUIRED_PLUGIN,  /* a plugin marked required did not load */
+    PLEG_HOST_ERROR_CONFIG,
+    PLEG_HOST_ERROR_PLUGIN_FILE,
+    PLEG_HOST_ERROR_PLUGIN_OPEN,
+    PLEG_HOST_ERROR_PLUGIN_SYMBOL,
+    PLEG_HOST_ERROR_PLUGIN_ABI,
+    PLEG_HOST_ERROR_PLUGIN_INIT,
+    PLEG_HOST_ERROR_PLUGIN_START,
+    PLEG_HOST_ERROR_REQUIRED_PLUGIN,
+    PLEG_HOST_ERROR_UNHEALTHY,
+    PLEG_HOST_ERROR_NOT_READY,
+    PLEG_HOST_ERROR_CHECK_FAILED,
 } PlegHostError;
 
 /**
@@ -217,6 +243,8 @@ typedef enum {
 /**
  * pleg_host_check_health:
  * @ret_checker: (out) (optional) (transfer full): the name of the failing checker.
+ * @error: the failing checker's error: %PLEG_HOST_ERROR_UNHEALTHY from "pleg", a plugin
+ *   checker's own, or %PLEG_HOST_ERROR_CHECK_FAILED from a checker that gave none.
  *
  * The liveness round: runs the liveness checkers in registration order, stopping at the first
  * failure: "pleg", then those the plugins added (every plugin checker is a liveness checker).
@@ -236,6 +264,10 @@ gboolean pleg_host_check_health(PlegHost *host, char **ret_checker, GError **err
 /**
  * pleg_host_check_readiness:
  * @ret_checker: (out) (optional) (transfer full): the name of the failing checker.
+ * @error: the failing checker's error: as pleg_host_check_health(), or
+ *   %PLEG_HOST_ERROR_NOT_READY from "first-relist", or from "runtime" the last global relist's
+ *   error (its domain and code, %PLEG_CRI_ERROR from a CRI client) prefixed with "container
+ *   runtime is not reachable: ".
  *
  * The readiness round: every checker in registration order, stopping at the first failure:
  * "pleg", "first-relist" ("pleg has yet to be successful" until a global relist succeeded
