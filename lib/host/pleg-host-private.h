@@ -34,7 +34,6 @@ struct _PluginEntry {
     PlegHost *host;
     char *dir; /* the plugin directory the .plugin file is in */
     char *plugin_file;
-    char *feature_gate;
     char *log_domain;
     GKeyFile *key_file; /* the .plugin file, for its gate declarations */
     const PlegPluginDescriptor *descriptor;

@@ -42,10 +42,43 @@ pleg_plugin_entry_free(PluginEntry *entry)
     g_clear_error(&entry->info.error);
     g_free(entry->dir);
     g_free(entry->plugin_file);
-    g_free(entry->feature_gate);
+    g_free(entry->info.feature_gate);
+    g_free(entry->info.reason_message);
     g_free(entry->log_domain);
     g_clear_pointer(&entry->key_file, g_key_file_unref);
     g_free(entry);
+}
+
+static PlegPluginReason
+reason_of_failure(PlegHostError code)
+{
+    switch (code) {
+    case PLEG_HOST_ERROR_PLUGIN_FILE:
+        return PLEG_PLUGIN_REASON_PLUGIN_FILE;
+    case PLEG_HOST_ERROR_PLUGIN_OPEN:
+        return PLEG_PLUGIN_REASON_OPEN;
+    case PLEG_HOST_ERROR_PLUGIN_SYMBOL:
+        return PLEG_PLUGIN_REASON_SYMBOL;
+    case PLEG_HOST_ERROR_PLUGIN_ABI:
+        return PLEG_PLUGIN_REASON_ABI;
+    case PLEG_HOST_ERROR_PLUGIN_INIT:
+        return PLEG_PLUGIN_REASON_INIT;
+    case PLEG_HOST_ERROR_PLUGIN_START:
+        return PLEG_PLUGIN_REASON_START;
+    default:
+        return PLEG_PLUGIN_REASON_CONFIG;
+    }
+}
+
+/* The plugin is not loaded, for @reason; @message (transfer full) says it without the
+ * "plugin NAME (PATH): " of the error. */
+static void
+set_reason(PluginEntry *entry, PlegPluginState state, PlegPluginReason reason, char *message)
+{
+    entry->info.state = state;
+    entry->info.reason = reason;
+    g_free(entry->info.reason_message);
+    entry->info.reason_message = message;
 }
 
 void
@@ -62,10 +95,10 @@ pleg_plugin_entry_fail(PluginEntry *entry, PlegHostError code, const char *forma
 
     /* Untrusted parts of @format's arguments (a .plugin file's bytes, a plugin's message) are
      * escaped by the callers; the name and path come from file names and Module=. */
-    entry->info.state = PLEG_PLUGIN_STATE_FAILED;
     g_clear_error(&entry->info.error);
     entry->info.error = g_error_new(PLEG_HOST_ERROR, code, "plugin %s (%s): %s", name, path,
                                     reason);
+    set_reason(entry, PLEG_PLUGIN_STATE_FAILED, reason_of_failure(code), g_steal_pointer(&reason));
 }
 
 static gboolean
@@ -212,7 +245,7 @@ read_plugin_file(PlegHost *self, PluginEntry *entry)
 
     gate = g_key_file_get_string(key_file, PLUGIN_GROUP, "FeatureGate", NULL);
     if (gate && *gate)
-        entry->feature_gate = g_steal_pointer(&gate);
+        entry->info.feature_gate = g_steal_pointer(&gate);
 
     entry->log_domain = g_strdup_printf("pleg-%s", entry->info.name);
     entry->key_file = g_steal_pointer(&key_file);
@@ -271,9 +304,9 @@ check_descriptor(PluginEntry *entry, const PlegPluginDescriptor *descriptor)
                     entry->plugin_file);
         return FALSE;
     }
-    if (g_strcmp0(descriptor->feature_gate, entry->feature_gate) != 0) {
+    if (g_strcmp0(descriptor->feature_gate, entry->info.feature_gate) != 0) {
         g_autofree char *shown = pleg_log_text(descriptor->feature_gate ?: "(none)", -1, 0);
-        g_autofree char *shown_file = pleg_log_text(entry->feature_gate ?: "", -1, 0);
+        g_autofree char *shown_file = pleg_log_text(entry->info.feature_gate ?: "", -1, 0);
 
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI,
                     "descriptor feature gate %s does not match FeatureGate=%s of %s", shown,
@@ -381,12 +414,12 @@ check_plugin_gates(PlegHost *self, PluginEntry *entry)
                     local_error->message);
         return FALSE;
     }
-    if (entry->feature_gate &&
-        !pleg_feature_gates_known(self->gates, entry->feature_gate, NULL, NULL)) {
+    if (entry->info.feature_gate &&
+        !pleg_feature_gates_known(self->gates, entry->info.feature_gate, NULL, NULL)) {
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_CONFIG,
                     "FeatureGate=%s is not a known feature gate: neither built in nor declared "
                     "in a [" GATE_DECLARATION_PREFIX "%s] group",
-                    entry->feature_gate, entry->feature_gate);
+                    entry->info.feature_gate, entry->info.feature_gate);
         return FALSE;
     }
     return TRUE;
@@ -419,7 +452,8 @@ load_plugins_from(PlegHost *self, const char *dir)
         /* Both checks come before the module is opened: a disabled plugin runs no code. */
         if (self->disabled_plugins &&
             g_strv_contains((const char *const *)self->disabled_plugins, entry->info.name)) {
-            entry->info.state = PLEG_PLUGIN_STATE_DISABLED_BY_NAME;
+            set_reason(entry, PLEG_PLUGIN_STATE_DISABLED_BY_NAME, PLEG_PLUGIN_REASON_DISABLED_BY_NAME,
+                       g_strdup("disabled by name"));
             g_debug("plugin %s disabled by name, not loaded", entry->info.name);
             continue;
         }
@@ -427,10 +461,12 @@ load_plugins_from(PlegHost *self, const char *dir)
             pleg_host_report_failure(self, entry);
             continue;
         }
-        if (entry->feature_gate && !pleg_feature_gates_enabled(self->gates, entry->feature_gate)) {
-            entry->info.state = PLEG_PLUGIN_STATE_DISABLED_GATE;
+        if (entry->info.feature_gate &&
+            !pleg_feature_gates_enabled(self->gates, entry->info.feature_gate)) {
+            set_reason(entry, PLEG_PLUGIN_STATE_DISABLED_GATE, PLEG_PLUGIN_REASON_FEATURE_GATE_OFF,
+                       g_strdup_printf("feature gate %s is off", entry->info.feature_gate));
             g_debug("plugin %s disabled: feature gate %s is off, not loaded", entry->info.name,
-                    entry->feature_gate);
+                    entry->info.feature_gate);
             continue;
         }
 
@@ -486,7 +522,7 @@ pleg_host_check_required(PlegHost *self, gboolean started, GError **error)
         case PLEG_PLUGIN_STATE_DISABLED_GATE:
             g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN,
                         "required plugin %s is disabled: feature gate %s is off", name,
-                        entry->feature_gate);
+                        entry->info.feature_gate);
             return FALSE;
         case PLEG_PLUGIN_STATE_DISABLED_BY_NAME:
             g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN,

@@ -364,6 +364,10 @@ START_TEST(test_good_plugin)
     ck_assert_str_eq(pleg_plugin_state_to_string(info->state), "running");
     ck_assert_ptr_null(info->error);
     ck_assert(module_mapped(path));
+    /* Its gate, from its .plugin file, and nothing to explain. */
+    ck_assert_str_eq(info->feature_gate, PLEG_FEATURE_EVENTED_PLEG);
+    ck_assert_int_eq(info->reason, PLEG_PLUGIN_REASON_NONE);
+    ck_assert_ptr_null(info->reason_message);
 
     /* init and start ran in the plugin's own context (the fixture fails otherwise), and the
      * event services answer UNIMPLEMENTED on an in-process runtime. */
@@ -574,6 +578,31 @@ static const Broken broken[] = {
      "invalid Name=Upper, want [a-z0-9-]+", NULL},
 };
 
+/* The reason code the host gives a plugin that failed with @code. */
+static PlegPluginReason
+failure_reason(PlegHostError code)
+{
+    static const struct {
+        PlegHostError code;
+        PlegPluginReason reason;
+    } reasons[] = {
+        {PLEG_HOST_ERROR_CONFIG, PLEG_PLUGIN_REASON_CONFIG},
+        {PLEG_HOST_ERROR_PLUGIN_FILE, PLEG_PLUGIN_REASON_PLUGIN_FILE},
+        {PLEG_HOST_ERROR_PLUGIN_OPEN, PLEG_PLUGIN_REASON_OPEN},
+        {PLEG_HOST_ERROR_PLUGIN_SYMBOL, PLEG_PLUGIN_REASON_SYMBOL},
+        {PLEG_HOST_ERROR_PLUGIN_ABI, PLEG_PLUGIN_REASON_ABI},
+        {PLEG_HOST_ERROR_PLUGIN_INIT, PLEG_PLUGIN_REASON_INIT},
+        {PLEG_HOST_ERROR_PLUGIN_START, PLEG_PLUGIN_REASON_START},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(reasons); i++) {
+        if (reasons[i].code == code)
+            return reasons[i].reason;
+    }
+    ck_abort_msg("no plugin fails with code %d", code);
+    return PLEG_PLUGIN_REASON_NONE;
+}
+
 START_TEST(test_broken_plugin)
 {
     const Broken *b = &broken[_i];
@@ -608,6 +637,9 @@ START_TEST(test_broken_plugin)
     ck_assert_msg(g_error_matches(info->error, PLEG_HOST_ERROR, b->code), "code %d: %s",
                   info->error->code, info->error->message);
     ck_assert_str_eq(info->error->message, expected);
+    /* The same reason as a code and in words, without the name and path. */
+    ck_assert_int_eq(info->reason, failure_reason(b->code));
+    ck_assert_str_eq(info->reason_message, reason);
 
     ignoring = g_strdup_printf("%s, ignoring", expected);
     /* The library logs at debug; the program (plegd) decides what the operator sees. */
@@ -773,6 +805,9 @@ START_TEST(test_disabled_by_gate)
     ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_DISABLED_GATE);
     ck_assert_str_eq(pleg_plugin_state_to_string(info->state), "disabled-gate");
     ck_assert_ptr_null(info->error);
+    ck_assert_str_eq(info->feature_gate, PLEG_FEATURE_EVENTED_PLEG);
+    ck_assert_int_eq(info->reason, PLEG_PLUGIN_REASON_FEATURE_GATE_OFF);
+    ck_assert_str_eq(info->reason_message, "feature gate EventedPLEG is off");
     /* Never opened: its constructor did not run and it is not mapped. */
     ck_assert_ptr_null(fixture_log(path));
     ck_assert(!module_mapped(path));
@@ -797,6 +832,8 @@ START_TEST(test_disabled_by_name)
     ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_DISABLED_BY_NAME);
     ck_assert_str_eq(pleg_plugin_state_to_string(info->state), "disabled-by-name");
     ck_assert_ptr_null(info->error);
+    ck_assert_int_eq(info->reason, PLEG_PLUGIN_REASON_DISABLED_BY_NAME);
+    ck_assert_str_eq(info->reason_message, "disabled by name");
     ck_assert_int_eq(find_info(env->host, "startfail")->state, PLEG_PLUGIN_STATE_DISABLED_BY_NAME);
     ck_assert_ptr_null(fixture_log(path));
     ck_assert_ptr_null(fixture_log(other));

@@ -75,20 +75,74 @@ typedef enum {
     PLEG_PLUGIN_STATE_STOPPED,
 } PlegPluginState;
 
+/**
+ * pleg_plugin_state_to_string:
+ *
+ * Returns: (transfer none): "disabled-gate", "disabled-by-name", "failed", "running",
+ *   "stopped", or "unknown".
+ *
+ * Thread safety: callable from any thread.
+ */
 const char *pleg_plugin_state_to_string(PlegPluginState state);
+
+/**
+ * PlegPluginReason:
+ * @PLEG_PLUGIN_REASON_NONE: nothing to explain: running, or stopped by pleg_host_stop().
+ * @PLEG_PLUGIN_REASON_FEATURE_GATE_OFF: its feature gate (#PlegPluginInfo.feature_gate) is off.
+ * @PLEG_PLUGIN_REASON_DISABLED_BY_NAME: named in #PlegHostConfig.disabled_plugins.
+ * @PLEG_PLUGIN_REASON_CONFIG: its `.plugin` file is not a valid key file, lacks Name= or
+ *   Module=, repeats another plugin's name, or declares gates the host does not hold as
+ *   declared (%PLEG_HOST_ERROR_CONFIG).
+ * @PLEG_PLUGIN_REASON_PLUGIN_FILE: its `.plugin` file or module is missing, not a regular
+ *   file, or of the wrong owner or mode (%PLEG_HOST_ERROR_PLUGIN_FILE).
+ * @PLEG_PLUGIN_REASON_OPEN: the module could not be opened (%PLEG_HOST_ERROR_PLUGIN_OPEN).
+ * @PLEG_PLUGIN_REASON_SYMBOL: no descriptor symbol (%PLEG_HOST_ERROR_PLUGIN_SYMBOL).
+ * @PLEG_PLUGIN_REASON_ABI: the descriptor does not fit the host (%PLEG_HOST_ERROR_PLUGIN_ABI).
+ * @PLEG_PLUGIN_REASON_INIT: its init failed (%PLEG_HOST_ERROR_PLUGIN_INIT).
+ * @PLEG_PLUGIN_REASON_START: its start failed (%PLEG_HOST_ERROR_PLUGIN_START).
+ *
+ * Why a plugin is in its #PlegPluginState, as a code.  For a failed plugin it names the step
+ * that failed, which #PlegPluginInfo.error's code also gives.
+ */
+typedef enum {
+    PLEG_PLUGIN_REASON_NONE,
+    PLEG_PLUGIN_REASON_FEATURE_GATE_OFF,
+    PLEG_PLUGIN_REASON_DISABLED_BY_NAME,
+    PLEG_PLUGIN_REASON_CONFIG,
+    PLEG_PLUGIN_REASON_PLUGIN_FILE,
+    PLEG_PLUGIN_REASON_OPEN,
+    PLEG_PLUGIN_REASON_SYMBOL,
+    PLEG_PLUGIN_REASON_ABI,
+    PLEG_PLUGIN_REASON_INIT,
+    PLEG_PLUGIN_REASON_START,
+} PlegPluginReason;
 
 /**
  * PlegPluginInfo:
  * @name: plugin name (from the file name when the descriptor could not be read).
  * @path: the file.
  * @state: what happened to it.
- * @error: (nullable): why it failed.
+ * @error: (nullable): why it failed: "plugin NAME (PATH): " and @reason_message.
+ * @feature_gate: (nullable): the gate its `.plugin` file names in FeatureGate=, %NULL when it
+ *   names none or the file could not be read.  Checked to be a known gate unless @state is
+ *   %PLEG_PLUGIN_STATE_FAILED with @reason %PLEG_PLUGIN_REASON_CONFIG; untrusted text then.
+ * @reason: why it is in @state.
+ * @reason_message: (nullable): the same in words, without the plugin's name and path: "feature
+ *   gate EventedPLEG is off", "disabled by name", the loader's reason ("ABI major 2, host speaks
+ *   1", "init failed: <the plugin's message>"); %NULL with %PLEG_PLUGIN_REASON_NONE.  Bytes
+ *   from a `.plugin` file or a plugin are escaped (pleg_log_text()).
+ *
+ * What became of one plugin file, owned by the host (pleg_host_get_plugins()).  Fields after
+ * @error were added later; a host fills them all.
  */
 typedef struct {
     char *name;
     char *path;
     PlegPluginState state;
     GError *error;
+    char *feature_gate;
+    PlegPluginReason reason;
+    char *reason_message;
 } PlegPluginInfo;
 
 /**
