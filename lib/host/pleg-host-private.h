@@ -23,7 +23,9 @@ G_BEGIN_DECLS
 
 typedef struct _PluginEntry PluginEntry;
 
+/* An event callback: its channel of the Generic PLEG and the source that calls it. */
 typedef struct {
+    guint id;
     PlegEventChannel *channel;
     GSource *source;
 } Subscription;
@@ -68,7 +70,10 @@ struct _PlegHost {
     PlegMetric *cri_streaming;   /* kubelet_cri_streaming_enabled, with CRIListStreaming on */
     char *list_probe_interval_text;
 
-    GPtrArray *subscriptions;
+    GPtrArray *subscriptions; /* Subscription, in the host's context's thread */
+    GPtrArray *removed;       /* Subscription, removed from inside its callback */
+    GSource *reaper;          /* unsubscribes the removed ones, after their dispatch */
+    guint next_subscription_id;
     GPtrArray *plugins; /* PluginEntry, in load order */
     gboolean started;
 };

@@ -177,6 +177,7 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
     self->gates = gates;
     self->health = pleg_health_registry_new();
     self->subscriptions = g_ptr_array_new();
+    self->removed = g_ptr_array_new();
     self->plugins = g_ptr_array_new_with_free_func((GDestroyNotify)pleg_plugin_entry_free);
     self->plugin_dir = g_strdup(config->plugin_dir ? config->plugin_dir : PLEG_PLUGIN_DIR);
     self->disabled_plugins = g_strdupv((char **)config->disabled_plugins);
@@ -215,6 +216,21 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
     return g_steal_pointer(&self);
 }
 
+static void
+destroy_source(GSource *source)
+{
+    g_source_destroy(source);
+    g_source_unref(source);
+}
+
+static void
+subscription_free(PlegHost *self, Subscription *subscription)
+{
+    destroy_source(subscription->source);
+    pleg_generic_unsubscribe(self->pleg, subscription->channel);
+    g_free(subscription);
+}
+
 void
 pleg_host_free(PlegHost *self)
 {
@@ -224,14 +240,10 @@ pleg_host_free(PlegHost *self)
     if (self->pleg)
         pleg_host_stop(self);
 
-    for (guint i = 0; i < self->subscriptions->len; i++) {
-        Subscription *subscription = g_ptr_array_index(self->subscriptions, i);
-
-        g_source_destroy(subscription->source);
-        g_source_unref(subscription->source);
-        pleg_generic_unsubscribe(self->pleg, subscription->channel);
-        g_free(subscription);
-    }
+    g_clear_pointer(&self->reaper, destroy_source);
+    g_ptr_array_extend_and_steal(self->subscriptions, g_steal_pointer(&self->removed));
+    for (guint i = 0; i < self->subscriptions->len; i++)
+        subscription_free(self, g_ptr_array_index(self->subscriptions, i));
     g_ptr_array_unref(self->subscriptions);
 
     /* Any checker left is the host's own. */
@@ -258,20 +270,88 @@ pleg_host_free(PlegHost *self)
     g_free(self);
 }
 
-void
+guint
 pleg_host_add_event_callback(PlegHost *self, PlegEventFunc func, gpointer user_data,
                              GDestroyNotify destroy)
 {
     Subscription *subscription;
 
-    g_return_if_fail(self != NULL);
-    g_return_if_fail(func != NULL);
+    g_return_val_if_fail(self != NULL, 0);
+    g_return_val_if_fail(func != NULL, 0);
 
     subscription = g_new0(Subscription, 1);
+    subscription->id = ++self->next_subscription_id;
     subscription->channel = pleg_generic_subscribe(self->pleg, 0);
     subscription->source =
         pleg_event_channel_attach(subscription->channel, self->context, func, user_data, destroy);
     g_ptr_array_add(self->subscriptions, subscription);
+    return subscription->id;
+}
+
+/* Unsubscribes the callbacks that removed themselves, once their dispatch is over. */
+static gboolean
+reap_subscriptions(gpointer user_data)
+{
+    PlegHost *self = user_data;
+
+    g_clear_pointer(&self->reaper, g_source_unref);
+    while (self->removed->len > 0)
+        subscription_free(self, g_ptr_array_steal_index(self->removed, 0));
+    return G_SOURCE_REMOVE;
+}
+
+void
+pleg_host_remove_event_callback(PlegHost *self, guint id)
+{
+    Subscription *subscription = NULL;
+
+    g_return_if_fail(self != NULL);
+
+    for (guint i = 0; i < self->subscriptions->len; i++) {
+        if (((Subscription *)g_ptr_array_index(self->subscriptions, i))->id == id) {
+            subscription = g_ptr_array_steal_index(self->subscriptions, i);
+            break;
+        }
+    }
+    g_return_if_fail(subscription != NULL);
+
+    if (g_main_current_source() != subscription->source) {
+        subscription_free(self, subscription);
+        return;
+    }
+    /* From inside its own callback: no call after this one, but the channel may go only once
+     * the dispatch that runs the callback has let its source go. */
+    g_source_destroy(subscription->source);
+    g_ptr_array_add(self->removed, subscription);
+    if (!self->reaper) {
+        self->reaper = g_idle_source_new();
+        g_source_set_callback(self->reaper, reap_subscriptions, self, NULL);
+        g_source_attach(self->reaper, self->context);
+    }
+}
+
+PlegRelistRequestResult
+pleg_host_request_relist(PlegHost *self, const char *pod_uid, PlegRelistSource source)
+{
+    g_return_val_if_fail(self != NULL, PLEG_RELIST_REQUEST_DROPPED);
+
+    return pleg_generic_request_relist(self->pleg, pod_uid, source);
+}
+
+void
+pleg_host_suspend_pod(PlegHost *self, const char *pod_uid)
+{
+    g_return_if_fail(self != NULL);
+
+    pleg_generic_suspend_pod(self->pleg, pod_uid);
+}
+
+void
+pleg_host_resume_pod(PlegHost *self, const char *pod_uid)
+{
+    g_return_if_fail(self != NULL);
+
+    pleg_generic_resume_pod(self->pleg, pod_uid);
 }
 
 void

@@ -1229,6 +1229,119 @@ START_TEST(test_health_slow_start)
 }
 END_TEST
 
+/* ---- RequestRelist and suspension through the host, removable event callbacks ---- */
+
+static gboolean
+has_event(Env *env, gpointer data)
+{
+    for (guint i = 0; i < env->events->len; i++) {
+        if (g_str_equal(g_ptr_array_index(env->events, i), data))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* A shim asks the host, not the PLEG: a requested relist runs, a suspended pod's request is
+ * held until it resumes, and resuming queues the one relist that publishes what changed. */
+START_TEST(test_request_relist_and_suspend)
+{
+    g_autoptr(Env) env = env_new();
+
+    fake_runtime_add_sandbox(env->fake, "sb-1", "uid-1", PLEG_POD_SANDBOX_STATE_READY);
+    fake_runtime_add_container(env->fake, "ctr-1", "sb-1", PLEG_CONTAINER_STATE_RUNNING);
+    /* No global relist but the first: only requests find what changes later. */
+    env->period_usec = G_GINT64_CONSTANT(3600) * G_USEC_PER_SEC;
+    env_start(env);
+    ck_assert(env_wait(env, has_event, "ContainerStarted uid-1 ctr-1 global"));
+
+    fake_runtime_exit_container(env->fake, "ctr-1", 1, "Error", 0);
+    ck_assert_int_eq(pleg_host_request_relist(env->host, "uid-1", PLEG_RELIST_SOURCE_POST_SYNC),
+                     PLEG_RELIST_REQUEST_QUEUED);
+    ck_assert(env_wait(env, has_event, "ContainerDied uid-1 ctr-1 post_sync"));
+
+    pleg_host_suspend_pod(env->host, "uid-1");
+    fake_runtime_remove_container(env->fake, "ctr-1");
+    ck_assert_int_eq(pleg_host_request_relist(env->host, "uid-1", PLEG_RELIST_SOURCE_POST_SYNC),
+                     PLEG_RELIST_REQUEST_COALESCED);
+    ck_assert(!has_event(env, "ContainerRemoved uid-1 ctr-1 post_sync"));
+    pleg_host_resume_pod(env->host, "uid-1");
+    ck_assert(env_wait(env, has_event, "ContainerRemoved uid-1 ctr-1 post_sync"));
+}
+END_TEST
+
+typedef struct {
+    PlegHost *host;
+    guint id;
+    guint calls;
+    guint destroyed;
+    gboolean remove_itself;
+} Counter;
+
+static void
+count_event(PlegPodLifecycleEvent *event, gpointer user_data)
+{
+    Counter *counter = user_data;
+
+    counter->calls++;
+    if (counter->remove_itself)
+        pleg_host_remove_event_callback(counter->host, counter->id);
+}
+
+static void
+count_destroyed(gpointer user_data)
+{
+    ((Counter *)user_data)->destroyed++;
+}
+
+static gboolean
+relisted_uid2(Env *env, gpointer data)
+{
+    return has_event(env, "ContainerStarted uid-2 ctr-2 global");
+}
+
+/* A removed callback is called no more and its destroy notify runs once, whether it was removed
+ * from outside or from inside its own call; the other callbacks go on. */
+START_TEST(test_remove_event_callback)
+{
+    g_autoptr(Env) env = env_new();
+    Counter outside = {0}, inside = {.remove_itself = TRUE};
+    guint calls;
+
+    fake_runtime_add_sandbox(env->fake, "sb-1", "uid-1", PLEG_POD_SANDBOX_STATE_READY);
+    fake_runtime_add_container(env->fake, "ctr-1", "sb-1", PLEG_CONTAINER_STATE_RUNNING);
+    env_create_host(env);
+    outside.host = inside.host = env->host;
+    outside.id = pleg_host_add_event_callback(env->host, count_event, &outside, count_destroyed);
+    inside.id = pleg_host_add_event_callback(env->host, count_event, &inside, count_destroyed);
+    ck_assert_uint_gt(outside.id, 0);
+    ck_assert_uint_ne(outside.id, inside.id);
+    ck_assert(pleg_host_start(env->host, NULL));
+    ck_assert(env_wait(env, has_event, "ContainerStarted uid-1 ctr-1 global"));
+    drain(env);
+
+    /* The sandbox and the container each gave an event: the self-removing one saw the first. */
+    ck_assert_uint_eq(inside.calls, 1);
+    ck_assert_uint_eq(inside.destroyed, 1);
+    ck_assert_uint_ge(outside.calls, 2);
+    ck_assert_uint_eq(outside.destroyed, 0);
+
+    pleg_host_remove_event_callback(env->host, outside.id);
+    ck_assert_uint_eq(outside.destroyed, 1);
+    calls = outside.calls;
+
+    fake_runtime_add_sandbox(env->fake, "sb-2", "uid-2", PLEG_POD_SANDBOX_STATE_READY);
+    fake_runtime_add_container(env->fake, "ctr-2", "sb-2", PLEG_CONTAINER_STATE_RUNNING);
+    ck_assert(env_wait(env, relisted_uid2, NULL));
+    drain(env);
+    ck_assert_uint_eq(outside.calls, calls);
+    ck_assert_uint_eq(inside.calls, 1);
+
+    g_clear_pointer(&env->host, pleg_host_free);
+    ck_assert_uint_eq(outside.destroyed, 1);
+    ck_assert_uint_eq(inside.destroyed, 1);
+}
+END_TEST
+
 START_TEST(test_bad_endpoint)
 {
     g_autoptr(GError) error = NULL;
@@ -1525,6 +1638,8 @@ host_suite(void)
     tcase_add_test(tc, test_health_pleg_first);
     tcase_add_test(tc, test_health_slow_start);
     tcase_add_test(tc, test_health_runtime_reachability);
+    tcase_add_test(tc, test_request_relist_and_suspend);
+    tcase_add_test(tc, test_remove_event_callback);
     tcase_add_test(tc, test_bad_endpoint);
     tcase_add_test(tc, test_feature_gates_key_file);
     tcase_add_test(tc, test_declared_gate);
