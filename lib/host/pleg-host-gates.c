@@ -67,8 +67,7 @@ typedef struct {
 
 /* Reads one "[FeatureGate <Name>]" group: Stage= and Default=, nothing else. */
 static gboolean
-read_gate_declaration(GKeyFile *key_file, const char *group, GateDeclaration *ret,
-                      GError **error)
+read_gate_declaration(GKeyFile *key_file, const char *group, GateDeclaration *ret, GError **error)
 {
     g_auto(GStrv) keys = g_key_file_get_keys(key_file, group, NULL, NULL);
     g_autofree char *stage = g_key_file_get_value(key_file, group, "Stage", NULL);
@@ -105,7 +104,7 @@ read_gate_declaration(GKeyFile *key_file, const char *group, GateDeclaration *re
  * @check_only, registers nothing: fails unless @gates already has each of them as declared. */
 gboolean
 pleg_declare_plugin_gates(PlegFeatureGates *gates, GKeyFile *key_file, const char *file,
-                     gboolean check_only, GError **error)
+                          gboolean check_only, GError **error)
 {
     g_auto(GStrv) groups = g_key_file_get_groups(key_file, NULL);
 
@@ -151,8 +150,7 @@ pleg_declare_plugin_gates(PlegFeatureGates *gates, GKeyFile *key_file, const cha
 }
 
 gboolean
-pleg_feature_gates_register_plugins(PlegFeatureGates *gates, const char *plugin_dir,
-                                    GError **error)
+pleg_feature_gates_register_plugins(PlegFeatureGates *gates, const char *plugin_dir, GError **error)
 {
     g_auto(GStrv) dirs = NULL;
 

@@ -80,7 +80,8 @@ first_relist_check(gpointer user_data, GError **error)
 {
     PlegHost *self = user_data;
 
-    if (!g_atomic_int_get(&self->pleg_running) || pleg_generic_get_last_relist_time(self->pleg) != 0)
+    if (!g_atomic_int_get(&self->pleg_running) ||
+        pleg_generic_get_last_relist_time(self->pleg) != 0)
         return TRUE;
     g_set_error_literal(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_NOT_READY,
                         "pleg has yet to be successful");

@@ -32,7 +32,7 @@ typedef struct {
 
 struct _PluginEntry {
     PlegServiceHost base; /* first: the plugin's PlegPluginHost points here */
-    PlegPluginInfo info; /* handed out by pleg_host_get_plugins() */
+    PlegPluginInfo info;  /* handed out by pleg_host_get_plugins() */
     PlegHost *host;
     char *dir; /* the plugin directory the .plugin file is in */
     char *plugin_file;
@@ -67,7 +67,7 @@ struct _PlegHost {
     gpointer clock_data;
     gint64 relist_threshold_usec;
     gint64 pleg_started_ns;
-    PlegMetric *cri_streaming;   /* kubelet_cri_streaming_enabled, with CRIListStreaming on */
+    PlegMetric *cri_streaming; /* kubelet_cri_streaming_enabled, with CRIListStreaming on */
     char *list_probe_interval_text;
 
     GPtrArray *subscriptions; /* Subscription, in the host's context's thread */
@@ -99,8 +99,7 @@ G_GNUC_INTERNAL G_GNUC_PRINTF(3, 4) void pleg_plugin_entry_fail(PluginEntry *ent
                                                                 PlegHostError code,
                                                                 const char *format, ...);
 G_GNUC_INTERNAL void pleg_host_load_plugins(PlegHost *self);
-G_GNUC_INTERNAL gboolean pleg_host_check_required(PlegHost *self, gboolean started,
-                                                  GError **error);
+G_GNUC_INTERNAL gboolean pleg_host_check_required(PlegHost *self, gboolean started, GError **error);
 G_GNUC_INTERNAL void pleg_host_report_failure(PlegHost *self, PluginEntry *entry);
 G_GNUC_INTERNAL GPtrArray *pleg_list_plugin_files(const char *dir);
 G_GNUC_INTERNAL int pleg_compare_file_names(gconstpointer a, gconstpointer b);

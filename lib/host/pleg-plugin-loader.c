@@ -96,8 +96,8 @@ pleg_plugin_entry_fail(PluginEntry *entry, PlegHostError code, const char *forma
     /* Untrusted parts of @format's arguments (a .plugin file's bytes, a plugin's message) are
      * escaped by the callers; the name and path come from file names and Module=. */
     g_clear_error(&entry->info.error);
-    entry->info.error = g_error_new(PLEG_HOST_ERROR, code, "plugin %s (%s): %s", name, path,
-                                    reason);
+    entry->info.error =
+        g_error_new(PLEG_HOST_ERROR, code, "plugin %s (%s): %s", name, path, reason);
     set_reason(entry, PLEG_PLUGIN_STATE_FAILED, reason_of_failure(code), g_steal_pointer(&reason));
 }
 
@@ -185,10 +185,9 @@ pleg_load_trusted_key_file(GKeyFile *key_file, const char *path, GError **error)
     }
     mapped = g_mapped_file_new_from_fd(fd, FALSE, &local_error);
     close(fd);
-    if (!mapped ||
-        !g_key_file_load_from_data(key_file, g_mapped_file_get_contents(mapped),
-                                   g_mapped_file_get_length(mapped), G_KEY_FILE_NONE,
-                                   &local_error)) {
+    if (!mapped || !g_key_file_load_from_data(key_file, g_mapped_file_get_contents(mapped),
+                                              g_mapped_file_get_length(mapped), G_KEY_FILE_NONE,
+                                              &local_error)) {
         /* GLib quotes the offending line, whatever its bytes. */
         g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
 
@@ -222,7 +221,8 @@ read_plugin_file(PlegHost *self, PluginEntry *entry)
     if (!valid_plugin_name(name)) {
         g_autofree char *shown = pleg_log_text(name, -1, 0);
 
-        pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_CONFIG, "invalid Name=%s, want [a-z0-9-]+", shown);
+        pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_CONFIG, "invalid Name=%s, want [a-z0-9-]+",
+                               shown);
         return FALSE;
     }
     g_free(entry->info.name);
@@ -239,9 +239,8 @@ read_plugin_file(PlegHost *self, PluginEntry *entry)
         return FALSE;
     }
     g_free(entry->info.path);
-    entry->info.path = g_path_is_absolute(module)
-                           ? g_strdup(module)
-                           : g_build_filename(entry->dir, module, NULL);
+    entry->info.path =
+        g_path_is_absolute(module) ? g_strdup(module) : g_build_filename(entry->dir, module, NULL);
 
     gate = g_key_file_get_string(key_file, PLUGIN_GROUP, "FeatureGate", NULL);
     if (gate && *gate)
@@ -263,7 +262,7 @@ check_module_file(PluginEntry *entry)
         int errsv = errno;
 
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_FILE, "cannot stat the module: %s",
-                    g_strerror(errsv));
+                               g_strerror(errsv));
         return FALSE;
     }
     if (!check_trusted(&st, "module", &local_error)) {
@@ -281,27 +280,28 @@ check_descriptor(PluginEntry *entry, const PlegPluginDescriptor *descriptor)
     /* abi_major, abi_minor and size are at the same place in every ABI version. */
     if (descriptor->abi_major != PLEG_PLUGIN_ABI_MAJOR) {
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI, "ABI major %u, host speaks %u",
-                    descriptor->abi_major, PLEG_PLUGIN_ABI_MAJOR);
+                               descriptor->abi_major, PLEG_PLUGIN_ABI_MAJOR);
         return FALSE;
     }
     if (descriptor->abi_minor > PLEG_PLUGIN_ABI_MINOR) {
-        pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI, "ABI minor %u is newer than the host's %u",
-                    descriptor->abi_minor, PLEG_PLUGIN_ABI_MINOR);
+        pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI,
+                               "ABI minor %u is newer than the host's %u", descriptor->abi_minor,
+                               PLEG_PLUGIN_ABI_MINOR);
         return FALSE;
     }
     if (descriptor->size < PLEG_PLUGIN_DESCRIPTOR_SIZE_1_0) {
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI,
-                    "descriptor size %u is smaller than the %u bytes of ABI %u.0",
-                    descriptor->size, (unsigned)PLEG_PLUGIN_DESCRIPTOR_SIZE_1_0,
-                    PLEG_PLUGIN_ABI_MAJOR);
+                               "descriptor size %u is smaller than the %u bytes of ABI %u.0",
+                               descriptor->size, (unsigned)PLEG_PLUGIN_DESCRIPTOR_SIZE_1_0,
+                               PLEG_PLUGIN_ABI_MAJOR);
         return FALSE;
     }
     if (!descriptor->name || !g_str_equal(descriptor->name, entry->info.name)) {
         g_autofree char *shown = pleg_log_text(descriptor->name, -1, 0);
 
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI,
-                    "descriptor name %s does not match Name=%s of %s", shown, entry->info.name,
-                    entry->plugin_file);
+                               "descriptor name %s does not match Name=%s of %s", shown,
+                               entry->info.name, entry->plugin_file);
         return FALSE;
     }
     if (g_strcmp0(descriptor->feature_gate, entry->info.feature_gate) != 0) {
@@ -309,15 +309,16 @@ check_descriptor(PluginEntry *entry, const PlegPluginDescriptor *descriptor)
         g_autofree char *shown_file = pleg_log_text(entry->info.feature_gate ?: "", -1, 0);
 
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI,
-                    "descriptor feature gate %s does not match FeatureGate=%s of %s", shown,
-                    shown_file, entry->plugin_file);
+                               "descriptor feature gate %s does not match FeatureGate=%s of %s",
+                               shown, shown_file, entry->plugin_file);
         return FALSE;
     }
     for (gsize i = 0; i < G_N_ELEMENTS(descriptor->reserved) &&
                       reserved_offset + (i + 1) * sizeof(gpointer) <= descriptor->size;
          i++) {
         if (descriptor->reserved[i]) {
-            pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI, "reserved descriptor fields are set");
+            pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_ABI,
+                                   "reserved descriptor fields are set");
             return FALSE;
         }
     }
@@ -336,19 +337,19 @@ open_module(PluginEntry *entry)
                                 &local_error);
     if (!module) {
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_OPEN, "cannot open the module: %s",
-                    local_error->message);
+                               local_error->message);
         return FALSE;
     }
 
     if (!g_module_symbol(module, PLEG_PLUGIN_DESCRIPTOR_SYMBOL, &symbol)) {
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_SYMBOL,
-                    "no symbol " PLEG_PLUGIN_DESCRIPTOR_SYMBOL);
+                               "no symbol " PLEG_PLUGIN_DESCRIPTOR_SYMBOL);
         g_module_close(module);
         return FALSE;
     }
     if (!symbol) {
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_SYMBOL,
-                    "symbol " PLEG_PLUGIN_DESCRIPTOR_SYMBOL " is NULL");
+                               "symbol " PLEG_PLUGIN_DESCRIPTOR_SYMBOL " is NULL");
         g_module_close(module);
         return FALSE;
     }
@@ -409,17 +410,18 @@ check_plugin_gates(PlegHost *self, PluginEntry *entry)
     g_autoptr(GError) local_error = NULL;
 
     if (!pleg_declare_plugin_gates(self->gates, entry->key_file, entry->plugin_file, TRUE,
-                              &local_error)) {
+                                   &local_error)) {
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_CONFIG, "%s: %s", entry->plugin_file,
-                    local_error->message);
+                               local_error->message);
         return FALSE;
     }
     if (entry->info.feature_gate &&
         !pleg_feature_gates_known(self->gates, entry->info.feature_gate, NULL, NULL)) {
-        pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_CONFIG,
-                    "FeatureGate=%s is not a known feature gate: neither built in nor declared "
-                    "in a [" GATE_DECLARATION_PREFIX "%s] group",
-                    entry->info.feature_gate, entry->info.feature_gate);
+        pleg_plugin_entry_fail(
+            entry, PLEG_HOST_ERROR_CONFIG,
+            "FeatureGate=%s is not a known feature gate: neither built in nor declared "
+            "in a [" GATE_DECLARATION_PREFIX "%s] group",
+            entry->info.feature_gate, entry->info.feature_gate);
         return FALSE;
     }
     return TRUE;
@@ -452,8 +454,8 @@ load_plugins_from(PlegHost *self, const char *dir)
         /* Both checks come before the module is opened: a disabled plugin runs no code. */
         if (self->disabled_plugins &&
             g_strv_contains((const char *const *)self->disabled_plugins, entry->info.name)) {
-            set_reason(entry, PLEG_PLUGIN_STATE_DISABLED_BY_NAME, PLEG_PLUGIN_REASON_DISABLED_BY_NAME,
-                       g_strdup("disabled by name"));
+            set_reason(entry, PLEG_PLUGIN_STATE_DISABLED_BY_NAME,
+                       PLEG_PLUGIN_REASON_DISABLED_BY_NAME, g_strdup("disabled by name"));
             g_debug("plugin %s disabled by name, not loaded", entry->info.name);
             continue;
         }
@@ -505,10 +507,9 @@ pleg_host_check_required(PlegHost *self, gboolean started, GError **error)
         PluginEntry *entry = find_plugin(self, name);
 
         if (!entry) {
-            g_autofree char *dir = pleg_log_text(self->plugin_dir && *self->plugin_dir
-                                                     ? self->plugin_dir
-                                                     : "(no plugin directory)",
-                                                 -1, 4096);
+            g_autofree char *dir = pleg_log_text(
+                self->plugin_dir && *self->plugin_dir ? self->plugin_dir : "(no plugin directory)",
+                -1, 4096);
 
             g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN,
                         "required plugin %s was not found in %s", name, dir);

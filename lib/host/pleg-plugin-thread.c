@@ -172,7 +172,7 @@ pleg_plugin_entry_init(PluginEntry *entry)
 
     if (!start_plugin_thread(entry, &local_error)) {
         pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_INIT, "cannot start its thread: %s",
-                    local_error->message);
+                               local_error->message);
         return;
     }
     /* After the thread: the services hand out its context. */

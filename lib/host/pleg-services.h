@@ -51,8 +51,7 @@ G_GNUC_INTERNAL char *pleg_health_registry_get_names(PlegHealthRegistry *registr
  * as they are.  Their PlegPluginHost points at the host's PlegServiceHost. */
 typedef struct {
     gboolean (*feature_enabled)(PlegPluginHost *host, const char *gate);
-    int (*request_relist)(PlegPluginHost *host, const char *pod_uid,
-                          PlegPluginRelistSource source);
+    int (*request_relist)(PlegPluginHost *host, const char *pod_uid, PlegPluginRelistSource source);
     const char *(*get_runtime_endpoint)(PlegPluginHost *host);
     PlegContainerEventStream *(*container_events_open)(PlegPluginHost *host, GError **error);
     /* (nullable) sees each of the plugin's log records, GLIB_DOMAIN and PRIORITY filled in,
