@@ -2,7 +2,7 @@
 /*
  * CRI GetContainerEvents for the container_events_* host services.
  */
-#include "pleg-host-private.h"
+#include "pleg-services.h"
 
 struct _PlegContainerEventStream {
     CriStream *stream;

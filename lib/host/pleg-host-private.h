@@ -1,27 +1,114 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internals of the plugin host shared with the test harness (tests/harness/fake-host.c): the
- * CRI GetContainerEvents stream behind the container_events_* services.  Every symbol is cri_*,
- * so libpleg's version script keeps them inside.
+ * Internals of libpleg's plugin host: the structures its files share (pleg-host.c,
+ * pleg-host-health.c, pleg-host-services.c, pleg-plugin-thread.c, pleg-plugin-loader.c,
+ * pleg-host-gates.c).  What the test harness shares with them is in pleg-services.h.
+ * G_GNUC_INTERNAL keeps every symbol here out of libpleg's ABI.
  */
 #pragma once
 
+#include <pleg/pleg-host.h>
 #include <pleg/pleg-plugin.h>
 
-#include "cri-private.h"
+#include "pleg-services.h"
 
 G_BEGIN_DECLS
 
-/* Starts GetContainerEvents on @channel, waiting for the channel to become ready rather than
- * failing fast; the first read reports whatever went wrong.  (transfer full) */
-PlegContainerEventStream *cri_container_events_open(CriChannel *channel, GError **error);
-gboolean cri_container_events_read(PlegContainerEventStream *stream, PlegContainerEvent **ret_event,
-                                   GError **error);
-void cri_container_events_cancel(PlegContainerEventStream *stream);
-void cri_container_events_free(PlegContainerEventStream *stream);
-void cri_container_event_free(PlegContainerEvent *event);
+/* ---- the host's own structures ---- */
 
-/* Decodes one wire message.  (transfer full) */
-PlegContainerEvent *cri_decode_container_event(const Runtime__V1__ContainerEventResponse *message);
+#define PLUGIN_GROUP        "Plugin"
+#define FEATURE_GATES_GROUP "FeatureGates"
+/* A .plugin file declares a gate of its own in a group "[FeatureGate <Name>]". */
+#define GATE_DECLARATION_PREFIX "FeatureGate "
+
+typedef struct _PluginEntry PluginEntry;
+
+/* An event callback: its channel of the Generic PLEG and the source that calls it. */
+typedef struct {
+    guint id;
+    PlegEventChannel *channel;
+    GSource *source;
+} Subscription;
+
+struct _PluginEntry {
+    PlegServiceHost base; /* first: the plugin's PlegPluginHost points here */
+    PlegPluginInfo info;  /* handed out by pleg_host_get_plugins() */
+    PlegHost *host;
+    char *dir; /* the plugin directory the .plugin file is in */
+    char *plugin_file;
+    char *log_domain;
+    GKeyFile *key_file; /* the .plugin file, for its gate declarations */
+    const PlegPluginDescriptor *descriptor;
+    PlegHostServices services;
+
+    GThread *thread;
+    GMainContext *context;
+    GMainLoop *loop;
+    gpointer state;
+    gboolean initialized;
+};
+
+struct _PlegHost {
+    GMainContext *context;
+    PlegFeatureGates *gates;
+    PlegFeatureGates *own_gates;
+    char *endpoint;
+    PlegCriClient *client;
+    PlegRuntime *runtime;
+    PlegMetricsRegistry *metrics;
+    PlegGeneric *pleg;
+    char *plugin_dir;
+    GStrv disabled_plugins;
+    GStrv required_plugins;
+
+    PlegHealthRegistry *health;
+    int pleg_running;
+    PlegClockFunc clock;
+    gpointer clock_data;
+    gint64 relist_threshold_usec;
+    gint64 pleg_started_ns;
+    PlegMetric *cri_streaming; /* kubelet_cri_streaming_enabled, with CRIListStreaming on */
+    char *list_probe_interval_text;
+
+    GPtrArray *subscriptions; /* Subscription, in the host's context's thread */
+    GPtrArray *removed;       /* Subscription, removed from inside its callback */
+    GSource *reaper;          /* unsubscribes the removed ones, after their dispatch */
+    guint next_subscription_id;
+    GPtrArray *plugins; /* PluginEntry, in load order */
+    gboolean started;
+};
+
+#define ENTRY(h) ((PluginEntry *)(h))
+
+/* pleg-host-health.c */
+G_GNUC_INTERNAL gint64 pleg_host_now_ns(PlegHost *self);
+/* Adds "pleg" (liveness), "first-relist" and "runtime" (readiness). */
+G_GNUC_INTERNAL void pleg_host_add_own_checkers(PlegHost *self);
+
+/* pleg-host-services.c: the plugin's services, for its thread's context. */
+G_GNUC_INTERNAL void pleg_host_init_services(PluginEntry *entry);
+
+/* pleg-plugin-thread.c: the plugin's lifecycle calls, each run on its thread. */
+G_GNUC_INTERNAL void pleg_plugin_entry_init(PluginEntry *entry);
+G_GNUC_INTERNAL void pleg_plugin_entry_start(PluginEntry *entry);
+G_GNUC_INTERNAL void pleg_plugin_entry_shutdown(PluginEntry *entry);
+
+/* pleg-plugin-loader.c */
+G_GNUC_INTERNAL void pleg_plugin_entry_free(PluginEntry *entry);
+G_GNUC_INTERNAL G_GNUC_PRINTF(3, 4) void pleg_plugin_entry_fail(PluginEntry *entry,
+                                                                PlegHostError code,
+                                                                const char *format, ...);
+G_GNUC_INTERNAL void pleg_host_load_plugins(PlegHost *self);
+G_GNUC_INTERNAL gboolean pleg_host_check_required(PlegHost *self, gboolean started, GError **error);
+G_GNUC_INTERNAL void pleg_host_report_failure(PlegHost *self, PluginEntry *entry);
+G_GNUC_INTERNAL GPtrArray *pleg_list_plugin_files(const char *dir);
+G_GNUC_INTERNAL int pleg_compare_file_names(gconstpointer a, gconstpointer b);
+G_GNUC_INTERNAL gboolean pleg_load_trusted_key_file(GKeyFile *key_file, const char *path,
+                                                    GError **error);
+
+/* pleg-host-gates.c */
+G_GNUC_INTERNAL gboolean pleg_declare_plugin_gates(PlegFeatureGates *gates, GKeyFile *key_file,
+                                                   const char *file, gboolean check_only,
+                                                   GError **error);
 
 G_END_DECLS

@@ -15,7 +15,7 @@
 
 #include "decision.h"
 #include "fuzz-target.h"
-#include "pleg-host-private.h"
+#include "pleg-services.h"
 
 /* A fixed receipt time (2027-01-15), so that a replay decides as the fuzzer did. */
 #define RECEIVED_NS G_GINT64_CONSTANT(1800000000000000000)

@@ -1,23 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A fake plugin host: a real PlegHostServices table whose services record what a plugin does.
+ * The table, the health checkers and the log records' fields are the host's own
+ * (lib/host/pleg-services.h); gates, RequestRelist and the runtime endpoint are the fake's.
  */
 #include "fake-host.h"
 
-#include "pleg-host-private.h"
-
-typedef struct {
-    guint id;
-    char *name;
-    PlegHealthCheckFunc func;
-    gpointer user_data;
-    GDestroyNotify destroy;
-} Checker;
+#include "pleg-services.h"
 
 struct _FakeHost {
+    PlegServiceHost base; /* first: the plugin's PlegPluginHost points here */
     PlegHostServices services;
     GMainContext *context;
     PlegMetricsRegistry *metrics;
+    PlegHealthRegistry *health;
+    char *log_domain;
 
     GMutex lock;
     GHashTable *gates; /* name -> GINT_TO_POINTER(enabled) */
@@ -27,8 +24,6 @@ struct _FakeHost {
     int relist_result;
     GPtrArray *relist_calls; /* FakeRelistCall */
     GPtrArray *logs;         /* GHashTable */
-    GPtrArray *checkers;     /* Checker */
-    guint next_checker_id;
 
     const PlegPluginDescriptor *descriptor;
     gpointer state;
@@ -43,23 +38,6 @@ relist_call_free(gpointer data)
 
     g_free(call->pod_uid);
     g_free(call);
-}
-
-static void
-checker_free(gpointer data)
-{
-    Checker *checker = data;
-
-    if (checker->destroy)
-        checker->destroy(checker->user_data);
-    g_free(checker->name);
-    g_free(checker);
-}
-
-static GMainContext *
-service_get_main_context(PlegPluginHost *host)
-{
-    return FAKE_HOST(host)->context;
 }
 
 static gboolean
@@ -97,110 +75,6 @@ service_request_relist(PlegPluginHost *host, const char *pod_uid, PlegPluginReli
     return result;
 }
 
-static PlegMetric *
-service_metric_register(PlegPluginHost *host, PlegMetricType type, const char *name,
-                        const char *help, const char *const *label_names, const double *buckets,
-                        gsize n_buckets)
-{
-    return pleg_metrics_register(FAKE_HOST(host)->metrics, type, name, help, label_names, buckets,
-                                 n_buckets);
-}
-
-static guint
-service_add_health_checker(PlegPluginHost *host, const char *name, PlegHealthCheckFunc func,
-                           gpointer user_data, GDestroyNotify destroy)
-{
-    FakeHost *self = FAKE_HOST(host);
-    Checker *checker = g_new0(Checker, 1);
-    guint id;
-
-    checker->name = g_strdup(name);
-    checker->func = func;
-    checker->user_data = user_data;
-    checker->destroy = destroy;
-
-    g_mutex_lock(&self->lock);
-    id = checker->id = ++self->next_checker_id;
-    g_ptr_array_add(self->checkers, checker);
-    g_mutex_unlock(&self->lock);
-    return id;
-}
-
-static void
-service_remove_health_checker(PlegPluginHost *host, guint id)
-{
-    FakeHost *self = FAKE_HOST(host);
-    Checker *found = NULL;
-
-    g_mutex_lock(&self->lock);
-    for (guint i = 0; i < self->checkers->len; i++) {
-        Checker *checker = g_ptr_array_index(self->checkers, i);
-
-        if (checker->id == id) {
-            found = g_ptr_array_steal_index(self->checkers, i);
-            break;
-        }
-    }
-    g_mutex_unlock(&self->lock);
-
-    /* The destroy notify runs unlocked: it may call back into the host. */
-    if (found)
-        checker_free(found);
-}
-
-static gboolean
-service_check_health_progress(PlegPluginHost *host, PlegHealthProgressFunc progress,
-                              gpointer progress_data, char **ret_checker, GError **error)
-{
-    FakeHost *self = FAKE_HOST(host);
-    g_autoptr(GPtrArray) round = g_ptr_array_new();
-
-    /* Checkers run unlocked (a checker may use other services); the test does not remove
-     * checkers while a round runs. */
-    g_mutex_lock(&self->lock);
-    for (guint i = 0; i < self->checkers->len; i++)
-        g_ptr_array_add(round, g_ptr_array_index(self->checkers, i));
-    g_mutex_unlock(&self->lock);
-
-    for (guint i = 0; i < round->len; i++) {
-        Checker *checker = g_ptr_array_index(round, i);
-        g_autoptr(GError) local_error = NULL;
-
-        if (progress)
-            progress(checker->name, progress_data);
-        if (!checker->func(checker->user_data, &local_error)) {
-            if (!local_error)
-                local_error =
-                    g_error_new(G_IO_ERROR, G_IO_ERROR_FAILED, "%s failed", checker->name);
-            if (ret_checker)
-                *ret_checker = g_strdup(checker->name);
-            g_propagate_error(error, g_steal_pointer(&local_error));
-            return FALSE;
-        }
-    }
-    return TRUE;
-}
-
-static gboolean
-service_check_health(PlegPluginHost *host, char **ret_checker, GError **error)
-{
-    return service_check_health_progress(host, NULL, NULL, ret_checker, error);
-}
-
-static const char *
-level_to_priority(GLogLevelFlags level)
-{
-    if (level & G_LOG_LEVEL_ERROR)
-        return "3";
-    if (level & (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING))
-        return "4";
-    if (level & G_LOG_LEVEL_MESSAGE)
-        return "5";
-    if (level & G_LOG_LEVEL_INFO)
-        return "6";
-    return "7";
-}
-
 static char *
 field_value(const GLogField *field)
 {
@@ -211,47 +85,22 @@ field_value(const GLogField *field)
     return g_strndup(field->value, field->length);
 }
 
+/* Records what the host's log service passes on to GLib, GLIB_DOMAIN and PRIORITY filled in. */
 static void
-service_log(PlegPluginHost *host, GLogLevelFlags level, const GLogField *fields, gsize n_fields)
+record_log(PlegPluginHost *host, GLogLevelFlags level, const GLogField *fields, gsize n_fields)
 {
     FakeHost *self = FAKE_HOST(host);
     GHashTable *record = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    g_autofree char *domain = NULL;
 
     for (gsize i = 0; i < n_fields; i++)
         g_hash_table_insert(record, g_strdup(fields[i].key), field_value(&fields[i]));
-    if (!g_hash_table_contains(record, "PRIORITY"))
-        g_hash_table_insert(record, g_strdup("PRIORITY"), g_strdup(level_to_priority(level)));
-    if (!g_hash_table_contains(record, "GLIB_DOMAIN")) {
-        const char *name =
-            self->descriptor && self->descriptor->name ? self->descriptor->name : "plugin";
-
-        g_hash_table_insert(record, g_strdup("GLIB_DOMAIN"), g_strdup_printf("pleg-%s", name));
-    }
     if (!g_hash_table_contains(record, "MESSAGE"))
         g_hash_table_insert(record, g_strdup("MESSAGE"), g_strdup(""));
-    domain = g_strdup(g_hash_table_lookup(record, "GLIB_DOMAIN"));
 
     g_mutex_lock(&self->lock);
     g_ptr_array_add(self->logs, record);
     g_mutex_unlock(&self->lock);
     g_main_context_wakeup(self->context);
-
-    /* Also pass records on to GLib, as the real host does, so G_MESSAGES_DEBUG shows them. */
-    {
-        g_autofree GLogField *all = g_new0(GLogField, n_fields + 1);
-        gsize n = 0;
-        gboolean has_domain = FALSE;
-
-        for (gsize i = 0; i < n_fields; i++) {
-            all[n++] = fields[i];
-            if (g_str_equal(fields[i].key, "GLIB_DOMAIN"))
-                has_domain = TRUE;
-        }
-        if (!has_domain)
-            all[n++] = (GLogField){"GLIB_DOMAIN", domain, -1};
-        g_log_structured_array(level, all, n);
-    }
 }
 
 static const char *
@@ -292,6 +141,14 @@ service_container_events_open(PlegPluginHost *host, GError **error)
     return cri_container_events_open(channel, error);
 }
 
+static const PlegServiceHostFuncs fake_funcs = {
+    .feature_enabled = service_feature_enabled,
+    .request_relist = service_request_relist,
+    .get_runtime_endpoint = service_get_runtime_endpoint,
+    .container_events_open = service_container_events_open,
+    .log_record = record_log,
+};
+
 FakeHost *
 fake_host_new(void)
 {
@@ -303,32 +160,18 @@ fake_host_new(void)
     self->gates = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     self->relist_calls = g_ptr_array_new_with_free_func(relist_call_free);
     self->logs = g_ptr_array_new_with_free_func((GDestroyNotify)g_hash_table_unref);
-    self->checkers = g_ptr_array_new();
+    self->health = pleg_health_registry_new();
     self->old_endpoints = g_ptr_array_new_with_free_func(g_free);
 
-    self->services = (PlegHostServices){
-        .size = sizeof(PlegHostServices),
-        .abi_minor = PLEG_PLUGIN_ABI_MINOR,
-        .host = (PlegPluginHost *)self,
-        .get_main_context = service_get_main_context,
-        .feature_enabled = service_feature_enabled,
-        .request_relist = service_request_relist,
-        .metric_register = service_metric_register,
-        .metric_add = pleg_metric_add,
-        .metric_set = pleg_metric_set,
-        .metric_observe = pleg_metric_observe,
-        .add_health_checker = service_add_health_checker,
-        .remove_health_checker = service_remove_health_checker,
-        .check_health = service_check_health,
-        .log = service_log,
-        .get_runtime_endpoint = service_get_runtime_endpoint,
-        .container_events_open = service_container_events_open,
-        .container_events_read = cri_container_events_read,
-        .container_events_cancel = cri_container_events_cancel,
-        .container_events_free = cri_container_events_free,
-        .container_event_free = cri_container_event_free,
-        .check_health_progress = service_check_health_progress,
+    self->log_domain = g_strdup("pleg-plugin");
+    self->base = (PlegServiceHost){
+        .funcs = &fake_funcs,
+        .context = self->context,
+        .metrics = self->metrics,
+        .health = self->health,
+        .log_domain = self->log_domain,
     };
+    pleg_services_init(&self->services, &self->base);
     return self;
 }
 
@@ -340,9 +183,7 @@ fake_host_free(FakeHost *self)
 
     fake_host_stop_plugin(self);
 
-    while (self->checkers->len > 0)
-        checker_free(g_ptr_array_steal_index(self->checkers, self->checkers->len - 1));
-    g_ptr_array_unref(self->checkers);
+    pleg_health_registry_free(self->health);
 
     /* Let sources the plugin destroyed in stop run their finalizers. */
     while (g_main_context_iteration(self->context, FALSE))
@@ -355,6 +196,7 @@ fake_host_free(FakeHost *self)
     g_ptr_array_unref(self->relist_calls);
     g_ptr_array_unref(self->logs);
     g_hash_table_unref(self->gates);
+    g_free(self->log_domain);
     pleg_metrics_registry_unref(self->metrics);
     g_mutex_clear(&self->lock);
     g_free(self);
@@ -417,6 +259,11 @@ fake_host_start_plugin(FakeHost *self, const PlegPluginDescriptor *descriptor, G
     g_return_val_if_fail(self->descriptor == NULL, FALSE);
 
     self->descriptor = descriptor;
+    /* Records that name no domain get the plugin's, as from the real host; set while no plugin
+     * code runs. */
+    g_free(self->log_domain);
+    self->log_domain = g_strdup_printf("pleg-%s", descriptor->name ? descriptor->name : "plugin");
+    self->base.log_domain = self->log_domain;
     /* Lifecycle functions run with the plugin context acquired and thread-default, as in the
      * real host's plugin thread. */
     g_main_context_push_thread_default(self->context);
@@ -553,18 +400,7 @@ fake_host_clear_logs(FakeHost *self)
 char *
 fake_host_get_health_checker_names(FakeHost *self)
 {
-    GString *names = g_string_new(NULL);
-
-    g_mutex_lock(&self->lock);
-    for (guint i = 0; i < self->checkers->len; i++) {
-        const Checker *checker = g_ptr_array_index(self->checkers, i);
-
-        if (i > 0)
-            g_string_append_c(names, ',');
-        g_string_append(names, checker->name);
-    }
-    g_mutex_unlock(&self->lock);
-    return g_string_free(names, FALSE);
+    return pleg_health_registry_get_names(self->health);
 }
 
 gboolean

@@ -31,7 +31,10 @@ typedef struct _FakeHost FakeHost;
  *
  * A host with every feature gate off (fake_host_set_gate() turns one on), no runtime endpoint,
  * no plugin and a metrics registry of its own.  Each record the plugin logs is recorded and
- * also passed to GLib's log writer.
+ * also passed to GLib's log writer.  The services table, the health checkers (liveness
+ * checkers, run as the real host runs them) and the log records' GLIB_DOMAIN and PRIORITY come
+ * from the same code as libpleg's host; gates, RequestRelist and the runtime endpoint are the
+ * fake's own.
  *
  * Returns: (transfer full): the host.  Thread safety: create, start and free it on one thread,
  *   the one that iterates its context (the "test thread").

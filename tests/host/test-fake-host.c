@@ -8,7 +8,7 @@
 
 #include "fake-cri-server.h"
 #include "fake-host.h"
-#include "pleg-host-private.h"
+#include "pleg-services.h"
 
 #define WAIT_USEC (5 * G_USEC_PER_SEC)
 
@@ -257,6 +257,13 @@ count_destroy(gpointer user_data)
     (*(int *)user_data) += 100;
 }
 
+/* Fails without saying why. */
+static gboolean
+mute_check(gpointer user_data, GError **error)
+{
+    return FALSE;
+}
+
 START_TEST(test_health_checkers)
 {
     g_autoptr(FakeHost) host = fake_host_new();
@@ -287,6 +294,16 @@ START_TEST(test_health_checkers)
     ck_assert_int_eq(calls, 2);
     services->remove_health_checker(services->host, a);
     ck_assert_int_eq(calls, 102);
+
+    /* A checker that gives no reason gets the host's: its name, in the host's domain. */
+    b = services->add_health_checker(services->host, "mute", mute_check, NULL, NULL);
+    g_clear_pointer(&failed, g_free);
+    g_clear_error(&error);
+    ck_assert(!services->check_health(services->host, &failed, &error));
+    ck_assert_str_eq(failed, "mute");
+    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CHECK_FAILED));
+    ck_assert_str_eq(error->message, "health checker mute failed");
+    services->remove_health_checker(services->host, b);
 }
 END_TEST
 

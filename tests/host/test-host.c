@@ -364,6 +364,10 @@ START_TEST(test_good_plugin)
     ck_assert_str_eq(pleg_plugin_state_to_string(info->state), "running");
     ck_assert_ptr_null(info->error);
     ck_assert(module_mapped(path));
+    /* Its gate, from its .plugin file, and nothing to explain. */
+    ck_assert_str_eq(info->feature_gate, PLEG_FEATURE_EVENTED_PLEG);
+    ck_assert_int_eq(info->reason, PLEG_PLUGIN_REASON_NONE);
+    ck_assert_ptr_null(info->reason_message);
 
     /* init and start ran in the plugin's own context (the fixture fails otherwise), and the
      * event services answer UNIMPLEMENTED on an in-process runtime. */
@@ -574,6 +578,31 @@ static const Broken broken[] = {
      "invalid Name=Upper, want [a-z0-9-]+", NULL},
 };
 
+/* The reason code the host gives a plugin that failed with @code. */
+static PlegPluginReason
+failure_reason(PlegHostError code)
+{
+    static const struct {
+        PlegHostError code;
+        PlegPluginReason reason;
+    } reasons[] = {
+        {PLEG_HOST_ERROR_CONFIG, PLEG_PLUGIN_REASON_CONFIG},
+        {PLEG_HOST_ERROR_PLUGIN_FILE, PLEG_PLUGIN_REASON_PLUGIN_FILE},
+        {PLEG_HOST_ERROR_PLUGIN_OPEN, PLEG_PLUGIN_REASON_OPEN},
+        {PLEG_HOST_ERROR_PLUGIN_SYMBOL, PLEG_PLUGIN_REASON_SYMBOL},
+        {PLEG_HOST_ERROR_PLUGIN_ABI, PLEG_PLUGIN_REASON_ABI},
+        {PLEG_HOST_ERROR_PLUGIN_INIT, PLEG_PLUGIN_REASON_INIT},
+        {PLEG_HOST_ERROR_PLUGIN_START, PLEG_PLUGIN_REASON_START},
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(reasons); i++) {
+        if (reasons[i].code == code)
+            return reasons[i].reason;
+    }
+    ck_abort_msg("no plugin fails with code %d", code);
+    return PLEG_PLUGIN_REASON_NONE;
+}
+
 START_TEST(test_broken_plugin)
 {
     const Broken *b = &broken[_i];
@@ -608,6 +637,9 @@ START_TEST(test_broken_plugin)
     ck_assert_msg(g_error_matches(info->error, PLEG_HOST_ERROR, b->code), "code %d: %s",
                   info->error->code, info->error->message);
     ck_assert_str_eq(info->error->message, expected);
+    /* The same reason as a code and in words, without the name and path. */
+    ck_assert_int_eq(info->reason, failure_reason(b->code));
+    ck_assert_str_eq(info->reason_message, reason);
 
     ignoring = g_strdup_printf("%s, ignoring", expected);
     /* The library logs at debug; the program (plegd) decides what the operator sees. */
@@ -773,6 +805,9 @@ START_TEST(test_disabled_by_gate)
     ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_DISABLED_GATE);
     ck_assert_str_eq(pleg_plugin_state_to_string(info->state), "disabled-gate");
     ck_assert_ptr_null(info->error);
+    ck_assert_str_eq(info->feature_gate, PLEG_FEATURE_EVENTED_PLEG);
+    ck_assert_int_eq(info->reason, PLEG_PLUGIN_REASON_FEATURE_GATE_OFF);
+    ck_assert_str_eq(info->reason_message, "feature gate EventedPLEG is off");
     /* Never opened: its constructor did not run and it is not mapped. */
     ck_assert_ptr_null(fixture_log(path));
     ck_assert(!module_mapped(path));
@@ -797,6 +832,8 @@ START_TEST(test_disabled_by_name)
     ck_assert_int_eq(info->state, PLEG_PLUGIN_STATE_DISABLED_BY_NAME);
     ck_assert_str_eq(pleg_plugin_state_to_string(info->state), "disabled-by-name");
     ck_assert_ptr_null(info->error);
+    ck_assert_int_eq(info->reason, PLEG_PLUGIN_REASON_DISABLED_BY_NAME);
+    ck_assert_str_eq(info->reason_message, "disabled by name");
     ck_assert_int_eq(find_info(env->host, "startfail")->state, PLEG_PLUGIN_STATE_DISABLED_BY_NAME);
     ck_assert_ptr_null(fixture_log(path));
     ck_assert_ptr_null(fixture_log(other));
@@ -1076,6 +1113,7 @@ START_TEST(test_health_pleg_first)
     ck_assert(!pleg_host_check_readiness(env->host, &checker, &error));
     ck_assert_str_eq(checker, "first-relist");
     ck_assert_str_eq(error->message, "pleg has yet to be successful");
+    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_NOT_READY));
     g_clear_error(&error);
     g_clear_pointer(&checker, g_free);
     ck_assert(pleg_host_check_health(env->host, NULL, NULL));
@@ -1103,6 +1141,7 @@ START_TEST(test_health_pleg_first)
     ck_assert(!pleg_host_check_health(env->host, &checker, &error));
     ck_assert_str_eq(checker, "pleg");
     ck_assert(g_str_has_prefix(error->message, "pleg was last seen active "));
+    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_UNHEALTHY));
 }
 END_TEST
 
@@ -1131,6 +1170,10 @@ START_TEST(test_health_runtime_reachability)
     ck_assert_str_eq(checker, "runtime");
     ck_assert_msg(g_str_has_prefix(error->message, "container runtime is not reachable: "), "%s",
                   error->message);
+    /* The runtime's error is passed on, prefixed: its domain and code stay (the fake runtime
+     * fails with G_IO_ERROR_FAILED; a CRI client with PLEG_CRI_ERROR). */
+    ck_assert(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_FAILED));
+    ck_assert(g_str_has_suffix(error->message, "injected failure"));
     g_clear_error(&error);
     /* Liveness, which the watchdog heartbeat follows: a runtime outage is not plegd's to fix. */
     ck_assert(pleg_host_check_health(env->host, NULL, NULL));
@@ -1183,6 +1226,119 @@ START_TEST(test_health_slow_start)
     ck_assert_str_eq(error->message, "pleg has yet to be successful");
 
     fake_runtime_unblock(env->fake);
+}
+END_TEST
+
+/* ---- RequestRelist and suspension through the host, removable event callbacks ---- */
+
+static gboolean
+has_event(Env *env, gpointer data)
+{
+    for (guint i = 0; i < env->events->len; i++) {
+        if (g_str_equal(g_ptr_array_index(env->events, i), data))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* A shim asks the host, not the PLEG: a requested relist runs, a suspended pod's request is
+ * held until it resumes, and resuming queues the one relist that publishes what changed. */
+START_TEST(test_request_relist_and_suspend)
+{
+    g_autoptr(Env) env = env_new();
+
+    fake_runtime_add_sandbox(env->fake, "sb-1", "uid-1", PLEG_POD_SANDBOX_STATE_READY);
+    fake_runtime_add_container(env->fake, "ctr-1", "sb-1", PLEG_CONTAINER_STATE_RUNNING);
+    /* No global relist but the first: only requests find what changes later. */
+    env->period_usec = G_GINT64_CONSTANT(3600) * G_USEC_PER_SEC;
+    env_start(env);
+    ck_assert(env_wait(env, has_event, "ContainerStarted uid-1 ctr-1 global"));
+
+    fake_runtime_exit_container(env->fake, "ctr-1", 1, "Error", 0);
+    ck_assert_int_eq(pleg_host_request_relist(env->host, "uid-1", PLEG_RELIST_SOURCE_POST_SYNC),
+                     PLEG_RELIST_REQUEST_QUEUED);
+    ck_assert(env_wait(env, has_event, "ContainerDied uid-1 ctr-1 post_sync"));
+
+    pleg_host_suspend_pod(env->host, "uid-1");
+    fake_runtime_remove_container(env->fake, "ctr-1");
+    ck_assert_int_eq(pleg_host_request_relist(env->host, "uid-1", PLEG_RELIST_SOURCE_POST_SYNC),
+                     PLEG_RELIST_REQUEST_COALESCED);
+    ck_assert(!has_event(env, "ContainerRemoved uid-1 ctr-1 post_sync"));
+    pleg_host_resume_pod(env->host, "uid-1");
+    ck_assert(env_wait(env, has_event, "ContainerRemoved uid-1 ctr-1 post_sync"));
+}
+END_TEST
+
+typedef struct {
+    PlegHost *host;
+    guint id;
+    guint calls;
+    guint destroyed;
+    gboolean remove_itself;
+} Counter;
+
+static void
+count_event(PlegPodLifecycleEvent *event, gpointer user_data)
+{
+    Counter *counter = user_data;
+
+    counter->calls++;
+    if (counter->remove_itself)
+        pleg_host_remove_event_callback(counter->host, counter->id);
+}
+
+static void
+count_destroyed(gpointer user_data)
+{
+    ((Counter *)user_data)->destroyed++;
+}
+
+static gboolean
+relisted_uid2(Env *env, gpointer data)
+{
+    return has_event(env, "ContainerStarted uid-2 ctr-2 global");
+}
+
+/* A removed callback is called no more and its destroy notify runs once, whether it was removed
+ * from outside or from inside its own call; the other callbacks go on. */
+START_TEST(test_remove_event_callback)
+{
+    g_autoptr(Env) env = env_new();
+    Counter outside = {0}, inside = {.remove_itself = TRUE};
+    guint calls;
+
+    fake_runtime_add_sandbox(env->fake, "sb-1", "uid-1", PLEG_POD_SANDBOX_STATE_READY);
+    fake_runtime_add_container(env->fake, "ctr-1", "sb-1", PLEG_CONTAINER_STATE_RUNNING);
+    env_create_host(env);
+    outside.host = inside.host = env->host;
+    outside.id = pleg_host_add_event_callback(env->host, count_event, &outside, count_destroyed);
+    inside.id = pleg_host_add_event_callback(env->host, count_event, &inside, count_destroyed);
+    ck_assert_uint_gt(outside.id, 0);
+    ck_assert_uint_ne(outside.id, inside.id);
+    ck_assert(pleg_host_start(env->host, NULL));
+    ck_assert(env_wait(env, has_event, "ContainerStarted uid-1 ctr-1 global"));
+    drain(env);
+
+    /* The sandbox and the container each gave an event: the self-removing one saw the first. */
+    ck_assert_uint_eq(inside.calls, 1);
+    ck_assert_uint_eq(inside.destroyed, 1);
+    ck_assert_uint_ge(outside.calls, 2);
+    ck_assert_uint_eq(outside.destroyed, 0);
+
+    pleg_host_remove_event_callback(env->host, outside.id);
+    ck_assert_uint_eq(outside.destroyed, 1);
+    calls = outside.calls;
+
+    fake_runtime_add_sandbox(env->fake, "sb-2", "uid-2", PLEG_POD_SANDBOX_STATE_READY);
+    fake_runtime_add_container(env->fake, "ctr-2", "sb-2", PLEG_CONTAINER_STATE_RUNNING);
+    ck_assert(env_wait(env, relisted_uid2, NULL));
+    drain(env);
+    ck_assert_uint_eq(outside.calls, calls);
+    ck_assert_uint_eq(inside.calls, 1);
+
+    g_clear_pointer(&env->host, pleg_host_free);
+    ck_assert_uint_eq(outside.destroyed, 1);
+    ck_assert_uint_eq(inside.destroyed, 1);
 }
 END_TEST
 
@@ -1482,6 +1638,8 @@ host_suite(void)
     tcase_add_test(tc, test_health_pleg_first);
     tcase_add_test(tc, test_health_slow_start);
     tcase_add_test(tc, test_health_runtime_reachability);
+    tcase_add_test(tc, test_request_relist_and_suspend);
+    tcase_add_test(tc, test_remove_event_callback);
     tcase_add_test(tc, test_bad_endpoint);
     tcase_add_test(tc, test_feature_gates_key_file);
     tcase_add_test(tc, test_declared_gate);

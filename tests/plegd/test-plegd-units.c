@@ -666,13 +666,16 @@ END_TEST
 /* ---- plugin states ---- */
 
 static char *
-describe(const char *name, const char *path, PlegPluginState state, GError *error)
+describe(const char *name, const char *path, PlegPluginState state, GError *error,
+         const char *feature_gate, const char *reason_message)
 {
     PlegPluginInfo info = {
         .name = (char *)name,
         .path = (char *)path,
         .state = state,
         .error = error,
+        .feature_gate = (char *)feature_gate,
+        .reason_message = (char *)reason_message,
     };
 
     return plegd_describe_plugin(&info);
@@ -691,38 +694,48 @@ START_TEST(test_describe_plugin)
     ck_assert_ptr_nonnull(dir);
     key_path = g_build_filename(dir, "evented.plugin", NULL);
     module_path = g_build_filename(dir, "libpleg-evented.so", NULL);
+    /* A .plugin file that names another gate: plegd takes the host's word, not the file's. */
     ck_assert(g_file_set_contents(key_path,
                                   "[Plugin]\nName=evented\nModule=libpleg-evented.so\n"
-                                  "FeatureGate=EventedPLEG\n",
+                                  "FeatureGate=SomethingElse\n",
                                   -1, NULL));
 
-    text = describe("evented", module_path, PLEG_PLUGIN_STATE_RUNNING, NULL);
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_RUNNING, NULL, "EventedPLEG", NULL);
     ck_assert_str_eq(text, "running");
     g_free(text);
-    text = describe("evented", module_path, PLEG_PLUGIN_STATE_STOPPED, NULL);
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_STOPPED, NULL, "EventedPLEG", NULL);
     ck_assert_str_eq(text, "stopped");
     g_free(text);
-    text = describe("evented", module_path, PLEG_PLUGIN_STATE_DISABLED_BY_NAME, NULL);
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_DISABLED_BY_NAME, NULL, NULL,
+                    "disabled by name");
     ck_assert_str_eq(text, "disabled (--disable-plugins)");
     g_free(text);
-    text = describe("evented", module_path, PLEG_PLUGIN_STATE_FAILED, error);
+    /* No reason in words: the error's message as it is. */
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_FAILED, error, NULL, NULL);
     ck_assert_str_eq(text, "failed: not a shared object");
     g_free(text);
     g_clear_error(&error);
+    /* The reason in words, which leaves out the name and path that plegd's line says. */
     error = g_error_new(PLEG_HOST_ERROR, PLEG_HOST_ERROR_PLUGIN_ABI,
                         "plugin evented (%s): ABI major 2, host speaks 1", module_path);
-    text = describe("evented", module_path, PLEG_PLUGIN_STATE_FAILED, error);
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_FAILED, error, NULL,
+                    "ABI major 2, host speaks 1");
     ck_assert_str_eq(text, "failed: ABI major 2, host speaks 1");
     g_free(text);
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_FAILED, NULL, NULL, NULL);
+    ck_assert_str_eq(text, "failed: unknown error");
+    g_free(text);
 
-    /* The gate is named whether the host reports the module or the key file. */
-    text = describe("evented", module_path, PLEG_PLUGIN_STATE_DISABLED_GATE, NULL);
+    /* The gate is the one the host reports, whatever the path names. */
+    text = describe("evented", module_path, PLEG_PLUGIN_STATE_DISABLED_GATE, NULL, "EventedPLEG",
+                    "feature gate EventedPLEG is off");
     ck_assert_str_eq(text, "disabled (feature gate EventedPLEG off)");
     g_free(text);
-    text = describe("evented", key_path, PLEG_PLUGIN_STATE_DISABLED_GATE, NULL);
+    text = describe("evented", key_path, PLEG_PLUGIN_STATE_DISABLED_GATE, NULL, "EventedPLEG",
+                    "feature gate EventedPLEG is off");
     ck_assert_str_eq(text, "disabled (feature gate EventedPLEG off)");
     g_free(text);
-    text = describe("evented", NULL, PLEG_PLUGIN_STATE_DISABLED_GATE, NULL);
+    text = describe("evented", NULL, PLEG_PLUGIN_STATE_DISABLED_GATE, NULL, NULL, NULL);
     ck_assert_str_eq(text, "disabled (feature gate off)");
 
     g_unlink(key_path);

@@ -114,6 +114,11 @@ typedef struct _PlegContainerEventStream PlegContainerEventStream;
  * the watchdog plugin); the first failure stops the round.  Runs in the caller's thread: must
  * not block.
  *
+ * Thread safety: runs on whichever thread asks for a round (plegd's health thread, the
+ *   watchdog plugin's thread), possibly on two at once, while the round holds the host's health
+ *   lock as a reader: it must not add or remove health checkers nor start a round itself
+ *   (check_health, check_health_progress), which would deadlock.
+ *
  * Returns: %TRUE when healthy.
  */
 typedef gboolean (*PlegHealthCheckFunc)(gpointer user_data, GError **error);
@@ -126,6 +131,9 @@ typedef gboolean (*PlegHealthCheckFunc)(gpointer user_data, GError **error);
  * Called by check_health_progress in the calling thread just before each checker runs (ABI
  * 1.1), so that a caller can tell which checker a round that has not returned is in.  Must not
  * block or call back into the host's health services.
+ *
+ * Thread safety: runs on the thread that called check_health_progress, under the host's
+ *   health lock, as a #PlegHealthCheckFunc does.
  */
 typedef void (*PlegHealthProgressFunc)(const char *checker, gpointer user_data);
 
@@ -170,6 +178,15 @@ typedef void (*PlegHealthProgressFunc)(const char *checker, gpointer user_data);
  *
  * The host's services, a versioned table of function pointers (PipeWire SPA's `support[]`):
  * nothing in the ABI is a global symbol.
+ *
+ * Thread safety: every service is callable from any thread of the plugin, from init until
+ *   free returns, except: @container_events_read blocks and is for one thread at a time, never
+ *   the plugin's context thread; @check_health and @check_health_progress are not for a health
+ *   checker or progress function; @add_health_checker and @remove_health_checker are not for a
+ *   health checker, nor while holding a lock that one of the plugin's checkers takes (a round
+ *   holds the host's health lock while checkers run, and adding or removing waits for it).
+ *   A removed checker's destroy notify runs on the thread that removed it, with no host lock
+ *   held.  Checkers the plugin leaves are removed after its stop, on its context thread.
  */
 typedef struct {
     guint32 size;
@@ -229,6 +246,11 @@ typedef struct {
  * @free: NULL-safe.
  *
  * The exported descriptor.  Fields after @free are reserved and must be zero.
+ *
+ * Thread safety: the host calls @init, @start, @stop and @free one at a time, each on the
+ *   plugin's own thread with its #GMainContext acquired and pushed as thread-default; the
+ *   thread that started or stops the host waits for each call to return.  Plugins run on
+ *   threads of their own, so two plugins' functions may run at once.
  */
 typedef struct {
     guint32 abi_major;

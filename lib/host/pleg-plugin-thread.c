@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Plugin threads: each plugin runs on a thread of its own with its own GMainContext, and
+ * its init, start, stop and free run there.
+ */
+#include <pleg/pleg-host.h>
+
+#include "pleg-host-private.h"
+
+typedef void (*PluginFunc)(PluginEntry *entry, gpointer data);
+
+typedef struct {
+    PluginEntry *entry;
+    PluginFunc func;
+    gpointer data;
+    GMutex lock;
+    GCond cond;
+    gboolean done;
+} PluginCall;
+
+static gboolean
+plugin_call_dispatch(gpointer user_data)
+{
+    PluginCall *call = user_data;
+
+    call->func(call->entry, call->data);
+    g_mutex_lock(&call->lock);
+    call->done = TRUE;
+    g_cond_signal(&call->cond);
+    g_mutex_unlock(&call->lock);
+    return G_SOURCE_REMOVE;
+}
+
+/* Runs @func in the plugin's thread and waits for it.  A source rather than
+ * g_main_context_invoke(), which would run @func right here if the plugin thread had not
+ * acquired its context yet. */
+static void
+run_in_plugin_thread(PluginEntry *entry, PluginFunc func, gpointer data)
+{
+    PluginCall call = {entry, func, data};
+    GSource *source;
+
+    g_mutex_init(&call.lock);
+    g_cond_init(&call.cond);
+
+    source = g_idle_source_new();
+    g_source_set_priority(source, G_PRIORITY_DEFAULT);
+    g_source_set_callback(source, plugin_call_dispatch, &call, NULL);
+    g_source_attach(source, entry->context);
+    g_source_unref(source);
+
+    g_mutex_lock(&call.lock);
+    while (!call.done)
+        g_cond_wait(&call.cond, &call.lock);
+    g_mutex_unlock(&call.lock);
+
+    g_cond_clear(&call.cond);
+    g_mutex_clear(&call.lock);
+}
+
+static gpointer
+plugin_thread(gpointer user_data)
+{
+    PluginEntry *entry = user_data;
+
+    g_main_context_push_thread_default(entry->context);
+    g_main_loop_run(entry->loop);
+    g_main_context_pop_thread_default(entry->context);
+    return NULL;
+}
+
+static gboolean
+quit_loop(gpointer user_data)
+{
+    g_main_loop_quit(user_data);
+    return G_SOURCE_REMOVE;
+}
+
+static gboolean
+start_plugin_thread(PluginEntry *entry, GError **error)
+{
+    g_autofree char *thread_name = g_strdup_printf("pleg-%s", entry->info.name);
+
+    entry->context = g_main_context_new();
+    entry->loop = g_main_loop_new(entry->context, FALSE);
+    entry->thread = g_thread_try_new(thread_name, plugin_thread, entry, error);
+    if (!entry->thread) {
+        g_clear_pointer(&entry->loop, g_main_loop_unref);
+        g_clear_pointer(&entry->context, g_main_context_unref);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void
+stop_plugin_thread(PluginEntry *entry)
+{
+    GSource *source;
+
+    if (!entry->thread)
+        return;
+
+    /* Posted as a source: processed only once the loop runs, so it cannot be lost. */
+    source = g_idle_source_new();
+    g_source_set_priority(source, G_PRIORITY_LOW);
+    g_source_set_callback(source, quit_loop, entry->loop, NULL);
+    g_source_attach(source, entry->context);
+    g_source_unref(source);
+    g_thread_join(g_steal_pointer(&entry->thread));
+    g_clear_pointer(&entry->loop, g_main_loop_unref);
+    g_clear_pointer(&entry->context, g_main_context_unref);
+}
+
+typedef struct {
+    gboolean ok;
+    GError *error;
+} CallResult;
+
+static void
+call_init(PluginEntry *entry, gpointer data)
+{
+    CallResult *result = data;
+    gpointer state = NULL;
+
+    if (!entry->descriptor->init) {
+        result->ok = TRUE;
+        return;
+    }
+    result->ok = entry->descriptor->init(&entry->services, &state, &result->error);
+    if (result->ok)
+        entry->state = state;
+}
+
+static void
+call_start(PluginEntry *entry, gpointer data)
+{
+    CallResult *result = data;
+
+    result->ok =
+        !entry->descriptor->start || entry->descriptor->start(entry->state, &result->error);
+}
+
+static void
+call_stop_free(PluginEntry *entry, gpointer data)
+{
+    if (entry->descriptor->stop)
+        entry->descriptor->stop(entry->state);
+    /* Checkers the plugin left behind must not outlive its state. */
+    pleg_health_registry_remove(entry->host->health, 0, &entry->base);
+    if (entry->descriptor->free)
+        entry->descriptor->free(entry->state);
+    entry->state = NULL;
+    entry->initialized = FALSE;
+}
+
+/* Runs stop and free in the plugin thread, then ends the thread. */
+void
+pleg_plugin_entry_shutdown(PluginEntry *entry)
+{
+    if (entry->initialized)
+        run_in_plugin_thread(entry, call_stop_free, NULL);
+    else if (entry->thread)
+        pleg_health_registry_remove(entry->host->health, 0, &entry->base);
+    stop_plugin_thread(entry);
+}
+
+void
+pleg_plugin_entry_init(PluginEntry *entry)
+{
+    g_autoptr(GError) local_error = NULL;
+    CallResult result = {0};
+
+    if (!start_plugin_thread(entry, &local_error)) {
+        pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_INIT, "cannot start its thread: %s",
+                               local_error->message);
+        return;
+    }
+    /* After the thread: the services hand out its context. */
+    pleg_host_init_services(entry);
+
+    run_in_plugin_thread(entry, call_init, &result);
+    if (!result.ok) {
+        g_autofree char *why =
+            pleg_log_text(result.error ? result.error->message : "no reason given", -1, 1024);
+
+        pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_INIT, "init failed: %s", why);
+        g_clear_error(&result.error);
+        pleg_plugin_entry_shutdown(entry);
+        return;
+    }
+    g_clear_error(&result.error);
+    entry->initialized = TRUE;
+}
+
+void
+pleg_plugin_entry_start(PluginEntry *entry)
+{
+    CallResult result = {0};
+
+    run_in_plugin_thread(entry, call_start, &result);
+    if (!result.ok) {
+        g_autofree char *why =
+            pleg_log_text(result.error ? result.error->message : "no reason given", -1, 1024);
+
+        pleg_plugin_entry_fail(entry, PLEG_HOST_ERROR_PLUGIN_START, "start failed: %s", why);
+        g_clear_error(&result.error);
+        pleg_plugin_entry_shutdown(entry);
+        return;
+    }
+    g_clear_error(&result.error);
+    entry->info.state = PLEG_PLUGIN_STATE_RUNNING;
+    g_debug("plugin %s (%s) running", entry->info.name, entry->info.path);
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What every plugin host builds the same way, shared by libpleg's host and the test harness's
+ * fake host (tests/harness/fake-host.c): the health-checker registry (pleg-health.c), the
+ * services table (pleg-services.c), and the CRI GetContainerEvents stream behind the
+ * container_events_* services (lib/cri/cri-events.c).  Both are built into a static library
+ * that libpleg and the harness link; G_GNUC_INTERNAL and cri_* keep every symbol here out of
+ * libpleg's ABI.
+ */
+#pragma once
+
+#include <pleg/pleg-host.h>
+#include <pleg/pleg-plugin.h>
+
+#include "cri-private.h"
+
+G_BEGIN_DECLS
+
+/* ---- health checkers (pleg-health.c) ---- */
+
+/* Checkers by id, in registration order.  A round holds the registry's reader lock while its
+ * checkers run, so a checker must not add or remove checkers; add and remove take the writer
+ * lock and run a removed checker's destroy notify after letting it go. */
+typedef struct _PlegHealthRegistry PlegHealthRegistry;
+
+G_GNUC_INTERNAL PlegHealthRegistry *pleg_health_registry_new(void);
+/* Runs the destroy notify of every checker left.  NULL-safe. */
+G_GNUC_INTERNAL void pleg_health_registry_free(PlegHealthRegistry *registry);
+/* @owner (nullable) tags the checker for pleg_health_registry_remove().  Returns its id (> 0). */
+G_GNUC_INTERNAL guint pleg_health_registry_add(PlegHealthRegistry *registry, gconstpointer owner,
+                                               PlegHealthKind kind, const char *name,
+                                               PlegHealthCheckFunc func, gpointer user_data,
+                                               GDestroyNotify destroy);
+/* Removes the checker @id (when != 0) or every checker of @owner (when @id == 0). */
+G_GNUC_INTERNAL void pleg_health_registry_remove(PlegHealthRegistry *registry, guint id,
+                                                 gconstpointer owner);
+/* One round, stopping at the first failure (see pleg_host_check_health()). */
+G_GNUC_INTERNAL gboolean pleg_health_registry_run(PlegHealthRegistry *registry, PlegHealthKind kind,
+                                                  PlegHealthProgressFunc progress,
+                                                  gpointer progress_data, char **ret_checker,
+                                                  GError **error);
+/* Every checker of the round (see pleg_host_check_all()).  (transfer full) */
+G_GNUC_INTERNAL GPtrArray *pleg_health_registry_run_all(PlegHealthRegistry *registry,
+                                                        PlegHealthKind kind);
+/* The checkers' names, comma-separated, in registration order.  (transfer full) */
+G_GNUC_INTERNAL char *pleg_health_registry_get_names(PlegHealthRegistry *registry);
+
+/* ---- the services table (pleg-services.c) ---- */
+
+/* The services that each host gives its own way; pleg_services_init() puts them in the table
+ * as they are.  Their PlegPluginHost points at the host's PlegServiceHost. */
+typedef struct {
+    gboolean (*feature_enabled)(PlegPluginHost *host, const char *gate);
+    int (*request_relist)(PlegPluginHost *host, const char *pod_uid, PlegPluginRelistSource source);
+    const char *(*get_runtime_endpoint)(PlegPluginHost *host);
+    PlegContainerEventStream *(*container_events_open)(PlegPluginHost *host, GError **error);
+    /* (nullable) sees each of the plugin's log records, GLIB_DOMAIN and PRIORITY filled in,
+     * before GLib does. */
+    void (*log_record)(PlegPluginHost *host, GLogLevelFlags level, const GLogField *fields,
+                       gsize n_fields);
+} PlegServiceHostFuncs;
+
+/* What a plugin's PlegPluginHost points at: the first member of the host's state for that
+ * plugin.  The other services use these fields: the plugin's context (get_main_context), the
+ * registry its metrics go to, the registry its health checkers go to (as liveness checkers
+ * owned by this PlegServiceHost; check_health is the registry's liveness round), and the
+ * GLIB_DOMAIN of log records that name none. */
+typedef struct {
+    const PlegServiceHostFuncs *funcs;
+    GMainContext *context;
+    PlegMetricsRegistry *metrics;
+    PlegHealthRegistry *health;
+    const char *log_domain;
+} PlegServiceHost;
+
+/* Fills @services, ABI minor PLEG_PLUGIN_ABI_MINOR, for the plugin whose host is @base. */
+G_GNUC_INTERNAL void pleg_services_init(PlegHostServices *services, PlegServiceHost *base);
+
+/* ---- the CRI event stream (lib/cri/cri-events.c) ---- */
+
+/* Starts GetContainerEvents on @channel, waiting for the channel to become ready rather than
+ * failing fast; the first read reports whatever went wrong.  (transfer full) */
+PlegContainerEventStream *cri_container_events_open(CriChannel *channel, GError **error);
+gboolean cri_container_events_read(PlegContainerEventStream *stream, PlegContainerEvent **ret_event,
+                                   GError **error);
+void cri_container_events_cancel(PlegContainerEventStream *stream);
+void cri_container_events_free(PlegContainerEventStream *stream);
+void cri_container_event_free(PlegContainerEvent *event);
+
+/* Decodes one wire message.  (transfer full) */
+PlegContainerEvent *cri_decode_container_event(const Runtime__V1__ContainerEventResponse *message);
+
+G_END_DECLS
