@@ -162,7 +162,10 @@ G_GNUC_INTERNAL PodSnapshot *pod_snapshot_new(const char *uid);
 G_GNUC_INTERNAL PodSnapshot *pod_snapshot_ref(PodSnapshot *pod);
 G_GNUC_INTERNAL void pod_snapshot_unref(PodSnapshot *pod);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PodSnapshot, pod_snapshot_unref)
-/* The state of @id in @pod, %STATE_NON_EXISTENT when @pod is NULL or does not hold it. */
+/* The entry that stands for @id in @pod: its first container, else its first sandbox, as
+ * kubelet's getContainerState() finds it.  NULL when @pod is NULL or does not hold @id. */
+G_GNUC_INTERNAL const PodEntry *pod_snapshot_find(const PodSnapshot *pod, const char *id);
+/* The state of pod_snapshot_find()'s entry, %STATE_NON_EXISTENT when there is none. */
 G_GNUC_INTERNAL PlegState pod_snapshot_state(const PodSnapshot *pod, const char *id);
 /* (element-type PlegPodSandbox) @sandboxes, (element-type PlegContainer) @containers.
  * Returns: (transfer full): pod uid -> PodSnapshot; keys point into the snapshots. */
@@ -172,7 +175,8 @@ G_GNUC_INTERNAL GHashTable *group_pods(GPtrArray *sandboxes, GPtrArray *containe
 G_GNUC_INTERNAL void add_transitions(GArray *out, const char *id, PlegState before,
                                      PlegState after);
 /* Returns: (transfer full) (element-type Transition): what @current holds (containers, then
- * sandboxes), then what vanished from @old (likewise); the ids point into the snapshots. */
+ * sandboxes), then what vanished from @old (likewise), each id once, in the state of its
+ * pod_snapshot_find() entry; the ids point into the snapshots. */
 G_GNUC_INTERNAL GArray *compute_transitions(const PodSnapshot *old, const PodSnapshot *current);
 
 /* pleg-delivery.c: called with state_lock held. */

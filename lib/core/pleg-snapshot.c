@@ -59,22 +59,30 @@ pod_snapshot_unref(PodSnapshot *pod)
         g_rc_box_release_full(pod, (GDestroyNotify)pod_snapshot_clear);
 }
 
-PlegState
-pod_snapshot_state(const PodSnapshot *pod, const char *id)
+const PodEntry *
+pod_snapshot_find(const PodSnapshot *pod, const char *id)
 {
     if (!pod)
-        return STATE_NON_EXISTENT;
+        return NULL;
     for (guint i = 0; i < pod->containers->len; i++) {
         const PodEntry *e = g_ptr_array_index(pod->containers, i);
         if (g_str_equal(e->id, id))
-            return e->state;
+            return e;
     }
     for (guint i = 0; i < pod->sandboxes->len; i++) {
         const PodEntry *e = g_ptr_array_index(pod->sandboxes, i);
         if (g_str_equal(e->id, id))
-            return e->state;
+            return e;
     }
-    return STATE_NON_EXISTENT;
+    return NULL;
+}
+
+PlegState
+pod_snapshot_state(const PodSnapshot *pod, const char *id)
+{
+    const PodEntry *e = pod_snapshot_find(pod, id);
+
+    return e ? e->state : STATE_NON_EXISTENT;
 }
 
 static gint

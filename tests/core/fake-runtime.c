@@ -438,9 +438,9 @@ fake_runtime_remove_sandbox(FakeRuntime *fake, const char *sandbox_id)
     g_mutex_unlock(&fake->lock);
 }
 
-void
-fake_runtime_add_container(FakeRuntime *fake, const char *container_id, const char *sandbox_id,
-                           PlegContainerState state)
+static void
+add_container(FakeRuntime *fake, const char *container_id, const char *sandbox_id,
+              PlegContainerState state, gboolean duplicate)
 {
     FakeContainer *container = g_new0(FakeContainer, 1);
     FakeSandbox *sandbox;
@@ -449,7 +449,7 @@ fake_runtime_add_container(FakeRuntime *fake, const char *container_id, const ch
     container->sandbox_id = g_strdup(sandbox_id);
     container->state = state;
     g_mutex_lock(&fake->lock);
-    g_assert(find_container(fake, container_id) == NULL);
+    g_assert((find_container(fake, container_id) != NULL) == duplicate);
     sandbox = find_sandbox(fake, sandbox_id);
     container->pod_uid = sandbox ? g_strdup(sandbox->uid) : NULL;
     container->created_at_ns = fake->next_time++;
@@ -457,6 +457,20 @@ fake_runtime_add_container(FakeRuntime *fake, const char *container_id, const ch
         container->started_at_ns = container->created_at_ns;
     g_ptr_array_add(fake->containers, container);
     g_mutex_unlock(&fake->lock);
+}
+
+void
+fake_runtime_add_container(FakeRuntime *fake, const char *container_id, const char *sandbox_id,
+                           PlegContainerState state)
+{
+    add_container(fake, container_id, sandbox_id, state, FALSE);
+}
+
+void
+fake_runtime_add_duplicate_container(FakeRuntime *fake, const char *container_id,
+                                     const char *sandbox_id, PlegContainerState state)
+{
+    add_container(fake, container_id, sandbox_id, state, TRUE);
 }
 
 void

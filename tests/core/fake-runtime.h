@@ -38,6 +38,11 @@ void fake_runtime_remove_sandbox(FakeRuntime *fake, const char *sandbox_id);
 
 void fake_runtime_add_container(FakeRuntime *fake, const char *container_id, const char *sandbox_id,
                                 PlegContainerState state);
+/* A second container under @container_id, which the fake already lists: a runtime breaking
+ * CRI's unique ids.  Listings hold both, in the order they were added; every other call about
+ * the id reaches the first. */
+void fake_runtime_add_duplicate_container(FakeRuntime *fake, const char *container_id,
+                                          const char *sandbox_id, PlegContainerState state);
 void fake_runtime_set_container_state(FakeRuntime *fake, const char *container_id,
                                       PlegContainerState state);
 /* Sets state EXITED with the exit code, reason and finished_at (Unix ns) that ContainerStatus

@@ -220,6 +220,55 @@ START_TEST(test_container_outlives_sandbox)
 }
 END_TEST
 
+/* A listing that repeats a container id (CRI ids are unique, a broken runtime is not) counts
+ * the id once, in the state of its first entry, as kubelet's getContainersFromPods() and
+ * getContainerState() do: the same listing again gives no events, and the id's removal one
+ * ContainerDied and one ContainerRemoved. */
+START_TEST(test_repeated_container_id)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+    g_autofree char *text = NULL;
+
+    fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
+    fake_runtime_add_duplicate_container(fx->fake, "c1", "s1", PLEG_CONTAINER_STATE_EXITED);
+    relist(fx);
+    text = drain_str(fx);
+    ck_assert_str_eq(text, "pod1 ContainerStarted c1,pod1 ContainerStarted s1");
+
+    relist(fx);
+    g_free(text);
+    text = drain_str(fx);
+    ck_assert_str_eq(text, "");
+
+    fake_runtime_remove_container(fx->fake, "c1");
+    fake_runtime_remove_container(fx->fake, "c1");
+    relist(fx);
+    g_free(text);
+    text = drain_str(fx);
+    ck_assert_str_eq(text, "pod1 ContainerDied c1,pod1 ContainerRemoved c1");
+}
+END_TEST
+
+/* A container listed under its own sandbox's id: kubelet's getContainerState() finds the id
+ * among the containers first, and so does a relist, every time. */
+START_TEST(test_container_id_of_a_sandbox)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+    g_autofree char *text = NULL;
+
+    fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
+    fake_runtime_add_container(fx->fake, "s1", "s1", PLEG_CONTAINER_STATE_EXITED);
+    relist(fx);
+    text = drain_str(fx);
+    ck_assert_str_eq(text, "pod1 ContainerStarted c1,pod1 ContainerDied s1");
+
+    relist(fx);
+    g_free(text);
+    text = drain_str(fx);
+    ck_assert_str_eq(text, "");
+}
+END_TEST
+
 static Suite *
 bugs_suite(void)
 {
@@ -232,6 +281,8 @@ bugs_suite(void)
     tcase_add_test(tc, test_hung_list);
     tcase_add_test(tc, test_everything_gone_between_relists);
     tcase_add_test(tc, test_container_outlives_sandbox);
+    tcase_add_test(tc, test_repeated_container_id);
+    tcase_add_test(tc, test_container_id_of_a_sandbox);
     suite_add_tcase(suite, tc);
     return suite;
 }

@@ -182,6 +182,32 @@ START_TEST(test_pod_appears_and_vanishes)
 }
 END_TEST
 
+/* An id a snapshot repeats (a runtime breaking CRI's unique ids) counts once, in the state of
+ * its first container entry, else its first sandbox entry, as kubelet's getContainersFromPods()
+ * and getContainerState() take it: the same snapshot twice gives nothing, and the id gone one
+ * Died and one Removed. */
+START_TEST(test_repeated_id)
+{
+    g_autoptr(PodSnapshot) pod = pod_snapshot_new("pod1");
+    g_autofree char *appeared = NULL;
+    g_autofree char *same = NULL;
+    g_autofree char *vanished = NULL;
+
+    add_entry(pod->sandboxes, "s1", STATE_RUNNING, 1);
+    add_entry(pod->containers, "c1", STATE_EXITED, 2);
+    add_entry(pod->containers, "c1", STATE_RUNNING, 3);
+    add_entry(pod->containers, "s1", STATE_EXITED, 4);
+
+    appeared = compute_str(NULL, pod);
+    ck_assert_str_eq(appeared, "ContainerDied c1 none>exited,ContainerDied s1 none>exited");
+    same = compute_str(pod, pod);
+    ck_assert_str_eq(same, "");
+    vanished = compute_str(pod, NULL);
+    ck_assert_str_eq(vanished,
+                     "ContainerRemoved c1 exited>none,ContainerRemoved s1 exited>none");
+}
+END_TEST
+
 /* The states the table sees come from the listing: CRI CONTAINER_CREATED and CONTAINER_UNKNOWN
  * are kubelet's unknown, SANDBOX_NOTREADY is exited (group_pods()). */
 START_TEST(test_states_from_listing)
@@ -238,6 +264,7 @@ main(void)
     tcase_add_loop_test(tc, test_add_transitions_table, 0, G_N_ELEMENTS(table));
     tcase_add_test(tc, test_container_disappears);
     tcase_add_test(tc, test_pod_appears_and_vanishes);
+    tcase_add_test(tc, test_repeated_id);
     tcase_add_test(tc, test_states_from_listing);
     suite_add_tcase(s, tc);
 
