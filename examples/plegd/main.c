@@ -7,9 +7,11 @@
 #include <fcntl.h>
 #include <glib-unix.h>
 #include <locale.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "pleg-config.h"
@@ -160,36 +162,68 @@ quit(App *app, const char *signal_name)
     g_main_loop_quit(app->loop);
 }
 
-static gboolean
-on_sigint(gpointer user_data)
+/* SIGINT, SIGTERM and SIGHUP end plegd cleanly (SIGHUP's default would kill it without a flush;
+ * plegd has nothing to reload).  They are blocked in every thread from the start of main(),
+ * before any thread exists, so that every thread plegd, GLib, gRPC or a plugin creates inherits
+ * the mask, and the main loop reads them from a signalfd.  With a handler instead the kernel
+ * picks the thread, and a signal that lands on a thread asleep in a raw futex wait can stay
+ * undelivered (ThreadSanitizer runs handlers only at its interceptors: plegd then ignored
+ * SIGTERM until that thread woke). */
+static void
+shutdown_signals(sigset_t *set)
 {
-    quit(user_data, "SIGINT");
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+}
+
+static const char *
+signal_name(guint32 signum)
+{
+    switch (signum) {
+    case SIGINT:
+        return "SIGINT";
+    case SIGTERM:
+        return "SIGTERM";
+    case SIGHUP:
+        return "SIGHUP";
+    default:
+        return "a signal";
+    }
+}
+
+static gboolean
+on_signal(int fd, GIOCondition condition, gpointer user_data)
+{
+    struct signalfd_siginfo info;
+
+    while (read(fd, &info, sizeof info) == sizeof info)
+        quit(user_data, signal_name(info.ssi_signo));
     return G_SOURCE_CONTINUE;
 }
 
-/* SIGHUP's default would kill plegd without a flush; plegd has nothing to reload, so a hangup
- * (the service manager's, or a closed terminal's) is a clean shutdown like SIGTERM. */
-static gboolean
-on_sighup(gpointer user_data)
-{
-    quit(user_data, "SIGHUP");
-    return G_SOURCE_CONTINUE;
-}
-
-static gboolean
-on_sigterm(gpointer user_data)
-{
-    quit(user_data, "SIGTERM");
-    return G_SOURCE_CONTINUE;
-}
-
+/* The source that reads the shutdown signals, or NULL with @error set. */
 static GSource *
-add_signal_source(int signum, GSourceFunc func, App *app)
+add_signal_source(App *app, int *ret_fd, GError **error)
 {
-    GSource *source = g_unix_signal_source_new(signum);
+    sigset_t set;
+    GSource *source;
+    int fd;
 
-    g_source_set_callback(source, func, app, NULL);
+    shutdown_signals(&set);
+    fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0) {
+        int errsv = errno;
+
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errsv), "signalfd: %s",
+                    g_strerror(errsv));
+        return NULL;
+    }
+    source = g_unix_fd_source_new(fd, G_IO_IN);
+    g_source_set_callback(source, G_SOURCE_FUNC(on_signal), app, NULL);
     g_source_attach(source, NULL);
+    *ret_fd = fd;
     return source;
 }
 
@@ -287,9 +321,8 @@ run(const PlegdOptions *options)
     g_autofree char *period = NULL;
     g_autofree char *shown_endpoint = NULL;
     PlegHostConfig config;
-    GSource *sigint_source = NULL;
-    GSource *sigterm_source = NULL;
-    GSource *sighup_source = NULL;
+    GSource *signal_source = NULL;
+    int signal_fd = -1;
     App app = {0};
     gboolean started;
     g_autofree char *exe_path = NULL;
@@ -363,9 +396,11 @@ run(const PlegdOptions *options)
 
     pleg_host_add_event_callback(host, on_event, &app, NULL);
     pleg_host_set_relist_callback(host, on_relist, &app, NULL);
-    sigint_source = add_signal_source(SIGINT, on_sigint, &app);
-    sigterm_source = add_signal_source(SIGTERM, on_sigterm, &app);
-    sighup_source = add_signal_source(SIGHUP, on_sighup, &app);
+    signal_source = add_signal_source(&app, &signal_fd, &error);
+    if (!signal_source) {
+        g_printerr("plegd: %s\n", error->message);
+        return EXIT_FAILURE;
+    }
 
     /* g_main_context_invoke() runs a callback on the calling thread when no thread owns the
      * context: own it from before the host starts until after it stopped, so that callbacks
@@ -387,9 +422,8 @@ run(const PlegdOptions *options)
     app.stopping = TRUE;
     plegd_relist_monitor_stopping(monitor);
     pleg_host_stop(host);
-    destroy_source(&sigint_source);
-    destroy_source(&sigterm_source);
-    destroy_source(&sighup_source);
+    destroy_source(&signal_source);
+    close(signal_fd);
 
     /* Events generated before the stop are still printed, and queued relist callbacks hold
      * memory until dispatched. */
@@ -444,7 +478,11 @@ main(int argc, char **argv)
     g_auto(PlegdOptions) options = {0};
     g_autoptr(GError) error = NULL;
     gboolean stdout_closed = open_standard_fds();
+    sigset_t signals;
 
+    /* First, before any thread exists (see shutdown_signals()). */
+    shutdown_signals(&signals);
+    pthread_sigmask(SIG_BLOCK, &signals, NULL);
     setlocale(LC_ALL, "");
     setup_logging();
 

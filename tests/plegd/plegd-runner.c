@@ -192,16 +192,24 @@ plegd_runner_free(PlegdRunner *runner)
     g_free(runner);
 }
 
+const char *
+plegd_runner_get_pid(PlegdRunner *runner)
+{
+    const char *pid = g_subprocess_get_identifier(runner->process);
+
+    ck_assert_msg(pid, "plegd is not running");
+    return pid;
+}
+
 guint
 plegd_runner_count_fds(PlegdRunner *runner)
 {
-    const char *pid = g_subprocess_get_identifier(runner->process);
+    const char *pid = plegd_runner_get_pid(runner);
     g_autofree char *path = NULL;
     g_autoptr(GDir) dir = NULL;
     g_autoptr(GError) error = NULL;
     guint n = 0;
 
-    ck_assert_msg(pid, "plegd is not running");
     path = g_strdup_printf("/proc/%s/fd", pid);
     dir = g_dir_open(path, 0, &error);
     ck_assert_msg(dir, "%s", error->message);

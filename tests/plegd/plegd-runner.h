@@ -35,6 +35,8 @@ PlegdRunner *plegd_runner_spawn_with_setup(const char *const *env, int stdout_fd
 void plegd_runner_free(PlegdRunner *runner);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdRunner, plegd_runner_free)
 
+/* plegd's process id as a string (g_subprocess_get_identifier()); fails the test when it exited. */
+const char *plegd_runner_get_pid(PlegdRunner *runner);
 /* Number of open file descriptors of plegd (from /proc). */
 guint plegd_runner_count_fds(PlegdRunner *runner);
 /* plegd's resident set size in KiB (VmRSS of /proc/PID/status). */

@@ -779,6 +779,48 @@ START_TEST(test_build_tree_plugins)
 }
 END_TEST
 
+/* Shutdown signals are blocked in every thread of plegd, its plugins', gRPC's and GLib's
+ * included, and read by the main loop: a handler would run on whichever thread the kernel
+ * picked, where a sanitizer could leave it pending (a plegd under TSan ignored SIGTERM). */
+START_TEST(test_signals_blocked_in_every_thread)
+{
+    g_autofree char *endpoint_arg = g_strconcat("--container-runtime-endpoint=", cfg.endpoint, NULL);
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
+        NULL, endpoint_arg, "--relist-period=100ms", "--metrics-bind-address=127.0.0.1:0",
+        "--feature-gates=EventedPLEG=true");
+    const guint64 wanted = (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1)) | (1ull << (SIGHUP - 1));
+    g_autofree char *task_dir = NULL;
+    g_autoptr(GDir) dir = NULL;
+    g_autoptr(GError) error = NULL;
+    const char *tid;
+    guint n_threads = 0;
+
+    assert_stderr_shows(plegd, "plugin evented: running");
+    assert_stderr_shows(plegd, "plugin watchdog: running");
+    task_dir = g_strdup_printf("/proc/%s/task", plegd_runner_get_pid(plegd));
+    dir = g_dir_open(task_dir, 0, &error);
+    ck_assert_msg(dir, "%s", error ? error->message : "");
+    while ((tid = g_dir_read_name(dir))) {
+        g_autofree char *path = g_build_filename(task_dir, tid, "status", NULL);
+        g_autofree char *status = NULL;
+        const char *line;
+        guint64 blocked;
+
+        if (!g_file_get_contents(path, &status, NULL, NULL))
+            continue; /* the thread ended */
+        line = strstr(status, "\nSigBlk:");
+        ck_assert_msg(line, "%s: no SigBlk", path);
+        blocked = g_ascii_strtoull(line + strlen("\nSigBlk:"), NULL, 16);
+        ck_assert_msg((blocked & wanted) == wanted, "thread %s blocks %" G_GINT64_MODIFIER "x:\n%s",
+                      tid, blocked, status);
+        n_threads++;
+    }
+    ck_assert_uint_gt(n_threads, 3);
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    assert_stderr_shows(plegd, "received SIGTERM, shutting down");
+}
+END_TEST
+
 /* A mistyped folder, or one without plugins, is a warning at the default level. */
 START_TEST(test_missing_and_empty_plugin_dir)
 {
@@ -895,6 +937,7 @@ plegd_suite(void)
     tcase_add_test(tc, test_disable_plugins);
     tcase_add_test(tc, test_require_plugins);
     tcase_add_test(tc, test_build_tree_plugins);
+    tcase_add_test(tc, test_signals_blocked_in_every_thread);
     tcase_add_test(tc, test_missing_and_empty_plugin_dir);
     tcase_add_test(tc, test_plugin_failure_logged_once);
     tcase_add_test(tc, test_garbage_plugin_file);
