@@ -2,7 +2,7 @@
 /*
  * CRI GetContainerEvents for the container_events_* host services.
  */
-#include "pleg-services.h"
+#include "cri-private.h"
 
 struct _PlegContainerEventStream {
     CriStream *stream;

@@ -15,6 +15,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include <pleg/pleg-cri-client.h>
+#include <pleg/pleg-plugin.h>
 
 #include "api.pb-c.h"
 
@@ -194,5 +195,20 @@ CriChannel *cri_client_get_channel(PlegCriClient *client);
 
 /* The client's per-call deadline in microseconds. */
 gint64 cri_client_get_timeout_usec(PlegCriClient *client);
+
+/* ---- the CRI event stream (lib/cri/cri-events.c) ---- */
+
+/* Starts GetContainerEvents on @channel, failing fast as kubelet calls it: with no runtime the
+ * first read fails UNAVAILABLE, so a stream that has not failed is one the runtime carries.
+ * (transfer full) */
+PlegContainerEventStream *cri_container_events_open(CriChannel *channel, GError **error);
+gboolean cri_container_events_read(PlegContainerEventStream *stream, PlegContainerEvent **ret_event,
+                                   GError **error);
+void cri_container_events_cancel(PlegContainerEventStream *stream);
+void cri_container_events_free(PlegContainerEventStream *stream);
+void cri_container_event_free(PlegContainerEvent *event);
+
+/* Decodes one wire message.  (transfer full) */
+PlegContainerEvent *cri_decode_container_event(const Runtime__V1__ContainerEventResponse *message);
 
 G_END_DECLS

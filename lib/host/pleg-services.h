@@ -76,18 +76,4 @@ typedef struct {
 /* Fills @services, ABI minor PLEG_PLUGIN_ABI_MINOR, for the plugin whose host is @base. */
 G_GNUC_INTERNAL void pleg_services_init(PlegHostServices *services, PlegServiceHost *base);
 
-/* ---- the CRI event stream (lib/cri/cri-events.c) ---- */
-
-/* Starts GetContainerEvents on @channel, waiting for the channel to become ready rather than
- * failing fast; the first read reports whatever went wrong.  (transfer full) */
-PlegContainerEventStream *cri_container_events_open(CriChannel *channel, GError **error);
-gboolean cri_container_events_read(PlegContainerEventStream *stream, PlegContainerEvent **ret_event,
-                                   GError **error);
-void cri_container_events_cancel(PlegContainerEventStream *stream);
-void cri_container_events_free(PlegContainerEventStream *stream);
-void cri_container_event_free(PlegContainerEvent *event);
-
-/* Decodes one wire message.  (transfer full) */
-PlegContainerEvent *cri_decode_container_event(const Runtime__V1__ContainerEventResponse *message);
-
 G_END_DECLS
