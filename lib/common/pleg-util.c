@@ -31,8 +31,8 @@ duration_error(GError **error, const char *text, const char *what)
 {
     g_autofree char *shown = pleg_log_text(text, -1, 0);
 
-    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s in duration \"%s\"", what,
-                shown);
+    g_set_error(error, PLEG_DURATION_ERROR, PLEG_DURATION_ERROR_INVALID, "%s in duration \"%s\"",
+                what, shown);
     return FALSE;
 }
 
@@ -327,7 +327,8 @@ gate_slot(PlegFeatureGates *gates, const char *name)
 }
 
 /* clang-format off */
-PLEG_DEFINE_QUARK(pleg-feature-gate-error-quark, pleg_feature_gate_error)
+PLEG_DEFINE_QUARK("pleg-duration-error-quark", pleg_duration_error)
+PLEG_DEFINE_QUARK("pleg-feature-gate-error-quark", pleg_feature_gate_error)
 /* clang-format on */
 
 static gboolean

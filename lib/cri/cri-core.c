@@ -67,7 +67,7 @@ cri_endpoint_parse(const char *endpoint, char **ret_target, GError **error)
     }
 
     if (!path || path[0] != '/' || path[1] == '\0') {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INVALID_ARGUMENT,
                     "invalid CRI endpoint \"%s\": expected a unix socket, "
                     "unix:///path/to/socket or an absolute path",
                     shown);
@@ -76,14 +76,14 @@ cri_endpoint_parse(const char *endpoint, char **ret_target, GError **error)
 
     /* The kernel's limit for a socket path; gRPC would only log it and fail every call. */
     if (strlen(path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INVALID_ARGUMENT,
                     "invalid CRI endpoint \"%s\": a unix socket path has at most %zu bytes",
                     shown, sizeof(((struct sockaddr_un *)NULL)->sun_path) - 1);
         return FALSE;
     }
     /* gRPC reads the target as a URI: these would silently name another socket. */
     if (strpbrk(path, "?#%")) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INVALID_ARGUMENT,
                     "invalid CRI endpoint \"%s\": '?', '#' and '%%' are not supported in a socket "
                     "path",
                     shown);

@@ -29,7 +29,7 @@ G_BEGIN_DECLS
  * @endpoint: `unix:///path`, `unix:/path` or `/path`.
  * @ret_target: (out) (transfer full): the gRPC target, `unix:/path`.
  *
- * Fails with %G_IO_ERROR_INVALID_ARGUMENT naming @endpoint for anything that is not a unix
+ * Fails with %PLEG_CRI_ERROR_INVALID_ARGUMENT naming @endpoint for anything that is not a unix
  * socket with an absolute path.
  */
 gboolean cri_endpoint_parse(const char *endpoint, char **ret_target, GError **error);

@@ -11,7 +11,7 @@
 #include "pleg-private.h"
 #include "pleg-quark.h"
 
-PLEG_DEFINE_QUARK(pleg - host - error - quark, pleg_host_error)
+PLEG_DEFINE_QUARK("pleg-host-error-quark", pleg_host_error)
 
 void
 pleg_host_config_init(PlegHostConfig *config)

@@ -110,7 +110,7 @@ START_TEST(test_endpoint_invalid)
         g_autofree char *quoted = g_strdup_printf("\"%s\"", invalid[i]);
 
         ck_assert_msg(client == NULL, "endpoint \"%s\" was accepted", invalid[i]);
-        ck_assert(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT));
+        ck_assert(g_error_matches(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INVALID_ARGUMENT));
         ck_assert_msg(strstr(error->message, quoted), "\"%s\" does not name %s", error->message,
                       quoted);
     }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Go durations (lib/common/pleg-util.c): pleg_duration_parse() on arbitrary text never crashes,
- * fails only with a G_OPTION_ERROR_BAD_VALUE that quotes the text and leaves its output alone;
+ * fails only with a PLEG_DURATION_ERROR_INVALID that quotes the text and leaves its output alone;
  * every parsed value formats to text that parses back to the same value; and the first 8
  * bytes, read as any int64 of microseconds, format to text that parses back to it exactly when
  * it fits Go's range (|x| * 1000 ns in an int64), and is refused as an overflow otherwise.
@@ -50,8 +50,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_round_trip(usec);
     } else {
         FUZZ_CHECK(usec == UNTOUCHED, "output untouched on failure");
-        FUZZ_CHECK(g_error_matches(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE),
-                   "a bad duration is G_OPTION_ERROR_BAD_VALUE");
+        FUZZ_CHECK(g_error_matches(error, PLEG_DURATION_ERROR, PLEG_DURATION_ERROR_INVALID),
+                   "a bad duration is PLEG_DURATION_ERROR_INVALID");
         /* Quoted as logs show text (escaped, maybe shortened): only the frame is checked. */
         FUZZ_CHECK(strstr(error->message, " in duration \"") != NULL, "the error names the text");
     }

@@ -3,7 +3,7 @@
 #include <glib.h>
 #include <string.h>
 
-#include "pleg/pleg-util.h"
+#include "pleg/pleg.h"
 
 static const struct {
     const char *text;
@@ -89,6 +89,17 @@ static const char *const bad_durations[] = {
     "99999999999999999999s",
 };
 
+/* Error domains are matched by quark, and a quark by its name across the plugin ABI and in
+ * logs: the names are part of the interface. */
+START_TEST(test_error_domain_names)
+{
+    ck_assert_str_eq(g_quark_to_string(PLEG_DURATION_ERROR), "pleg-duration-error-quark");
+    ck_assert_str_eq(g_quark_to_string(PLEG_FEATURE_GATE_ERROR), "pleg-feature-gate-error-quark");
+    ck_assert_str_eq(g_quark_to_string(PLEG_HOST_ERROR), "pleg-host-error-quark");
+    ck_assert_str_eq(g_quark_to_string(PLEG_CRI_ERROR), "pleg-cri-error-quark");
+}
+END_TEST
+
 START_TEST(test_duration_parse_good)
 {
     for (gsize i = 0; i < G_N_ELEMENTS(good_durations); i++) {
@@ -116,7 +127,7 @@ START_TEST(test_duration_parse_bad)
                       bad_durations[i]);
         ck_assert_int_eq(usec, 42);
         ck_assert_ptr_nonnull(error);
-        ck_assert_msg(g_error_matches(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE),
+        ck_assert_msg(g_error_matches(error, PLEG_DURATION_ERROR, PLEG_DURATION_ERROR_INVALID),
                       "\"%s\": wrong error %s", bad_durations[i], error->message);
         {
             g_autofree char *quoted = g_strdup_printf("\"%s\"", bad_durations[i]);
@@ -565,6 +576,7 @@ util_suite(void)
     TCase *gates = tcase_create("gates");
     TCase *log_text = tcase_create("log-text");
 
+    tcase_add_test(durations, test_error_domain_names);
     tcase_add_test(durations, test_duration_parse_good);
     tcase_add_test(durations, test_duration_parse_bad);
     tcase_add_test(durations, test_duration_parse_messages);

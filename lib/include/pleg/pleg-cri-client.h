@@ -66,7 +66,7 @@ typedef struct _PlegCriClient PlegCriClient;
  * @endpoint: CRI endpoint: `unix:///path`, `unix:/path` or a bare absolute path.
  * @timeout_usec: per-call deadline in microseconds (kubelet's --runtime-request-timeout);
  *   0 selects %PLEG_CRI_DEFAULT_TIMEOUT_USEC.
- * @error: return location for a #G_IO_ERROR_INVALID_ARGUMENT when the endpoint is not a
+ * @error: return location for a %PLEG_CRI_ERROR_INVALID_ARGUMENT when the endpoint is not a
  *   unix socket endpoint.
  *
  * Creates the channel lazily: no connection is made here, so a runtime that is not up yet is

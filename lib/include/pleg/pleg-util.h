@@ -9,11 +9,38 @@
 G_BEGIN_DECLS
 
 /**
+ * PLEG_DURATION_ERROR:
+ *
+ * Error domain of Go durations (#PlegDurationError).  Messages quote the text, escaped and cut
+ * with pleg_log_text().
+ */
+#define PLEG_DURATION_ERROR (pleg_duration_error_quark())
+
+/**
+ * pleg_duration_error_quark:
+ *
+ * Returns: the quark of %PLEG_DURATION_ERROR.
+ *
+ * Thread safety: callable from any thread.
+ */
+GQuark pleg_duration_error_quark(void);
+
+/**
+ * PlegDurationError:
+ * @PLEG_DURATION_ERROR_INVALID: the text is not a Go duration, or it overflows 2^63 ns.
+ *
+ * Codes of %PLEG_DURATION_ERROR.
+ */
+typedef enum {
+    PLEG_DURATION_ERROR_INVALID,
+} PlegDurationError;
+
+/**
  * pleg_duration_parse:
  * @text: a Go duration such as "500ms", "1.5s", "3m", "1h2m3s" ("ns", "us", "µs", "ms",
  *   "s", "m", "h"; a bare "0" is allowed).
  * @ret_usec: (out): the duration in microseconds, rounded toward zero; untouched on failure.
- * @error: %G_OPTION_ERROR_BAD_VALUE naming @text when it is not a duration or overflows.
+ * @error: %PLEG_DURATION_ERROR_INVALID naming @text when it is not a duration or overflows.
  *
  * Parses like Go's time.ParseDuration.
  *
