@@ -36,7 +36,7 @@ pleg_cri_error_quark(void)
     return g_quark_from_static_string(PLEG_PLUGIN_CRI_ERROR_DOMAIN);
 }
 
-/* kubelet's connection parameters (FACTS.md); the C core calls its minimum connect timeout
+/* kubelet's connection parameters (its remote runtime client); the C core calls its minimum connect timeout
  * "min_reconnect_backoff". */
 #define CRI_BACKOFF_INITIAL_MS     100
 #define CRI_BACKOFF_MAX_MS         3000

@@ -5,7 +5,7 @@
  * same code runs in the plugin (GSource, libsystemd, host services) and under a unit test's
  * fake clock.  Internal to plugins/watchdog: nothing here is exported from the module.
  *
- * Behaviour (kubelet's watchdog, FACTS.md; KEP-6247 for the diagnostics):
+ * Behaviour (kubelet's systemd watchdog; KEP-6247 for the diagnostics):
  *  - a tick every interval (timeout / 2) on a fixed-rate schedule anchored at start; the first
  *    tick is due at start;
  *  - each tick runs the health checkers; a failure skips the notification of that tick;

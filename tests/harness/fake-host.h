@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A fake plugin host for testing one plugin without the Generic PLEG (STYLE.md: "a fake host
- * that records request_relist calls").  It hands out a real #PlegHostServices table whose
- * services record what the plugin does.
+ * A fake plugin host for testing one plugin without the Generic PLEG.  It hands out a real
+ * #PlegHostServices table whose services record what the plugin does (request_relist calls
+ * first among them).
  *
  * Threads: the plugin's context is a private #GMainContext that the *test thread* iterates: every
  * fake_host_wait_*() call runs it until its condition holds or the deadline passes, so plugin

@@ -21,8 +21,8 @@ outages: (begin, end) spans in which plegd's relists may fail: from just before 
     the runtime came back when it never failed).
 Times are the driver's time.monotonic() seconds.
 
-What is required (kubelet's Generic PLEG as doc/design.md and FACTS.md give it)
--------------------------------------------------------------------------------
+What is required (kubelet's Generic PLEG as doc/design.md gives it)
+-------------------------------------------------------------------
 PLEG compares what one successful relist saw with the last one it published: running ->
 ContainerStarted, exited -> ContainerDied (with the exit code ContainerStatus gave), gone ->
 ContainerRemoved, preceded by ContainerDied unless it was already seen exited; created maps to

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cri-ctl: a small CRI client for test tooling (see notes/clis.md), on libpleg's internal CRI
+ * cri-ctl: a small CRI client for test tooling (`cri-ctl --help`), on libpleg's internal CRI
  * transport.  Exit 0 on success, 1 when a CRI call fails ("cri-ctl: <Method>: <message>" on
  * stderr), 2 on a usage error.
  */
