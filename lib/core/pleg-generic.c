@@ -302,16 +302,6 @@ pleg_relist_state_clear(PlegRelistState *state)
     *state = (PlegRelistState){0};
 }
 
-void
-pleg_generic_get_runtime_state(PlegGeneric *pleg, gboolean *ret_ever_reached, GError **ret_error)
-{
-    PlegRelistState state;
-
-    pleg_generic_get_relist_state(pleg, &state);
-    *ret_ever_reached = state.first_relist_succeeded;
-    *ret_error = g_steal_pointer(&state.last_error);
-}
-
 gint64
 pleg_generic_get_last_relist_time(PlegGeneric *pleg)
 {

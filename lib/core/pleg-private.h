@@ -27,13 +27,6 @@ G_GNUC_INTERNAL void pleg_pod_cache_touch(PlegPodCache *cache, const char *pod_u
 G_GNUC_INTERNAL void pleg_pod_cache_delete(PlegPodCache *cache, const char *pod_uid);
 G_GNUC_INTERNAL void pleg_pod_cache_set_global_timestamp(PlegPodCache *cache, gint64 timestamp_ns);
 
-/* pleg-generic.c: what the last global relist learnt of the runtime, for the host's "runtime"
- * health checker; a narrower view of pleg_generic_get_relist_state().  @ret_ever_reached: a global relist has succeeded at least once.
- * @ret_error: (transfer full): a copy of the last global relist's error, NULL when it succeeded
- * (or none ran). */
-G_GNUC_INTERNAL void pleg_generic_get_runtime_state(PlegGeneric *pleg, gboolean *ret_ever_reached,
-                                    GError **ret_error);
-
 /* pleg-runtime.c: whether @error says the sandbox or container asked for no longer exists
  * (%PLEG_CRI_ERROR_NOT_FOUND or %G_IO_ERROR_NOT_FOUND, see #PlegRuntimeVTable). */
 G_GNUC_INTERNAL gboolean pleg_error_is_not_found(const GError *error);

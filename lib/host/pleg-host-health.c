@@ -6,7 +6,6 @@
 #include <pleg/pleg-host.h>
 
 #include "pleg-host-private.h"
-#include "pleg-private.h"
 
 gboolean
 pleg_host_check_health(PlegHost *self, char **ret_checker, GError **error)
@@ -60,12 +59,14 @@ static gboolean
 pleg_health_check(gpointer user_data, GError **error)
 {
     PlegHost *self = user_data;
+    g_auto(PlegRelistState) state = {0};
     g_autofree char *message = NULL;
 
     /* Not started yet (or stopped): nothing to be late for. */
     if (!g_atomic_int_get(&self->pleg_running))
         return TRUE;
-    if (pleg_generic_get_last_relist_time(self->pleg) == 0 &&
+    pleg_generic_get_relist_state(self->pleg, &state);
+    if (!state.first_relist_succeeded &&
         pleg_host_now_ns(self) - self->pleg_started_ns <= self->relist_threshold_usec * 1000)
         return TRUE;
     if (pleg_generic_healthy(self->pleg, &message))
@@ -79,9 +80,12 @@ static gboolean
 first_relist_check(gpointer user_data, GError **error)
 {
     PlegHost *self = user_data;
+    g_auto(PlegRelistState) state = {0};
 
-    if (!g_atomic_int_get(&self->pleg_running) ||
-        pleg_generic_get_last_relist_time(self->pleg) != 0)
+    if (!g_atomic_int_get(&self->pleg_running))
+        return TRUE;
+    pleg_generic_get_relist_state(self->pleg, &state);
+    if (state.first_relist_succeeded)
         return TRUE;
     g_set_error_literal(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_NOT_READY,
                         "pleg has yet to be successful");
@@ -96,16 +100,15 @@ static gboolean
 runtime_health_check(gpointer user_data, GError **error)
 {
     PlegHost *self = user_data;
-    g_autoptr(GError) last_error = NULL;
-    gboolean ever_reached;
+    g_auto(PlegRelistState) state = {0};
 
     if (!g_atomic_int_get(&self->pleg_running))
         return TRUE;
-    pleg_generic_get_runtime_state(self->pleg, &ever_reached, &last_error);
-    if (!ever_reached || !last_error)
+    pleg_generic_get_relist_state(self->pleg, &state);
+    if (!state.first_relist_succeeded || !state.last_error)
         return TRUE;
     /* The runtime's own error (PLEG_CRI_ERROR from a CRI client), with its code. */
-    g_propagate_prefixed_error(error, g_steal_pointer(&last_error),
+    g_propagate_prefixed_error(error, g_steal_pointer(&state.last_error),
                                "container runtime is not reachable: ");
     return FALSE;
 }
