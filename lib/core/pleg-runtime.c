@@ -185,7 +185,7 @@ pleg_runtime_get_statuses(PlegRuntime *runtime, PlegStatusQuery *queries, guint 
         if (answered && q->error)
             g_clear_error(&q->error);
         else if (!answered && !q->error)
-            g_set_error(&q->error, G_IO_ERROR, G_IO_ERROR_FAILED,
+            g_set_error(&q->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
                         "the runtime gave neither a status nor an error for %s %s",
                         q->pod_sandbox_id ? "pod sandbox" : "container",
                         q->pod_sandbox_id ? q->pod_sandbox_id : q->container_id);

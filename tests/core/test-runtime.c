@@ -175,7 +175,7 @@ START_TEST(test_unanswered_query_gets_error)
     ck_assert_ptr_null(queries[0].error);
     ck_assert_ptr_null(queries[1].container_status);
     ck_assert_ptr_null(queries[1].pod_sandbox_status); /* the wrong kind is dropped */
-    ck_assert(g_error_matches(queries[1].error, G_IO_ERROR, G_IO_ERROR_FAILED));
+    ck_assert(g_error_matches(queries[1].error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL));
     ck_assert_str_eq(queries[1].error->message,
                      "the runtime gave neither a status nor an error for container c1");
     for (gsize i = 0; i < G_N_ELEMENTS(queries); i++)
