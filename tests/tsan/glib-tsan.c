@@ -19,7 +19,9 @@
  *                                g_thread_pool_free()
  *   GSource (idle, timeout and   set_callback / attach / set_ready_time / wakeup -> the callback
  *   unix signal callbacks),      where the context dispatches it; the callback -> its destroy
- *   g_main_context_invoke*       notify; invoke -> the function in the owning thread
+ *   g_main_context_invoke*       notify; invoke -> the function in the owning thread; an attach
+ *                                and what GLib allocates in it -> the dispatch or destroy (a
+ *                                real lock of this library's stands in for the context's)
  *   GCancellable                 connect and cancel -> the handler; the handler -> disconnect;
  *                                cancel -> is_cancelled() seeing TRUE
  *
@@ -36,6 +38,7 @@
  * does not order is still reported.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <glib.h>
 #include <gio/gio.h>
 #include <stdio.h>
@@ -715,13 +718,29 @@ typedef struct {
     GDestroyNotify notify;
 } SourceCallback;
 
+/* g_source_attach() allocates inside GLib (the context's list for the source's priority) after
+ * any release this library could make before it, and the thread that later dispatches or
+ * destroys the source frees that memory.  GLib orders the two with its context lock, which TSan
+ * cannot see; this lock stands in for it: an attach from instrumented code runs under it and
+ * releases the source before letting go, and the dispatch or destroy acquires the source under
+ * it, so it waits for an attach still in progress. */
+static pthread_mutex_t handoff_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+acquire_handoff(const void *edge)
+{
+    pthread_mutex_lock(&handoff_lock);
+    acquire(edge);
+    pthread_mutex_unlock(&handoff_lock);
+}
+
 static gboolean
 source_callback(gpointer data)
 {
     SourceCallback *sc = data;
     gboolean again;
 
-    acquire(sc->source);
+    acquire_handoff(sc->source);
     again = sc->func(sc->data);
     release(sc->source);
     return again;
@@ -732,7 +751,7 @@ source_callback_free(gpointer data)
 {
     SourceCallback *sc = data;
 
-    acquire(sc->source);
+    acquire_handoff(sc->source);
     acquire(sc);
     if (sc->notify)
         sc->notify(sc->data);
@@ -771,14 +790,27 @@ g_source_set_callback(GSource *source, GSourceFunc func, gpointer data, GDestroy
     get_g_source_set_callback()(source, source_callback, sc, source_callback_free);
 }
 
+/* Attaches @source under the hand-off lock, then releases @edge (see handoff_lock). */
+static guint
+attach_handoff(GSource *source, GMainContext *context, const void *edge)
+{
+    guint id;
+
+    pthread_mutex_lock(&handoff_lock);
+    release(source);
+    id = get_g_source_attach()(source, context);
+    release(edge);
+    pthread_mutex_unlock(&handoff_lock);
+    return id;
+}
+
 guint
 g_source_attach(GSource *source, GMainContext *context)
 {
     if (!FROM_INSTRUMENTED())
         return get_g_source_attach()(source, context);
 
-    release(source);
-    return get_g_source_attach()(source, context);
+    return attach_handoff(source, context, source);
 }
 
 void
@@ -801,6 +833,7 @@ g_source_destroy(GSource *source)
         return;
     }
 
+    acquire_handoff(source);
     release(source);
     get_g_source_destroy()(source);
 }
@@ -829,7 +862,7 @@ invoke_func(gpointer data)
     Invoke *inv = data;
     gboolean again;
 
-    acquire(inv);
+    acquire_handoff(inv);
     again = inv->func(inv->data);
     release(inv);
     return again;
@@ -840,7 +873,7 @@ invoke_free(gpointer data)
 {
     Invoke *inv = data;
 
-    acquire(inv);
+    acquire_handoff(inv);
     if (inv->notify)
         inv->notify(inv->data);
     free(inv);
@@ -893,7 +926,7 @@ g_main_context_invoke_full(GMainContext *context, gint priority, GSourceFunc fun
     g_source_set_priority(source, priority);
     get_g_source_set_callback()(source, invoke_func, inv, invoke_free);
     release(inv);
-    get_g_source_attach()(source, context);
+    attach_handoff(source, context, inv);
     g_source_unref(source);
 }
 
