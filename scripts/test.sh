@@ -20,8 +20,8 @@
 #             (tsan: a racy counter must be caught, GLib hand-offs must not) built with
 #             -Db_sanitize=thread in build-tsan and run with --setup=tsan (less the suite volume:
 #             listings of 26 MiB, about size, not threads, too slow there; and tsan-later:
-#             plegd-events and plegd-plugins, whose test processes' GIO/libsoup client threads
-#             give reports the checker cannot attribute yet): GLib's locks and
+#             plegd-events, whose storm gives intermittent reports in plegd's relist workers
+#             that the checker cannot attribute yet): GLib's locks and
 #             hand-offs made visible by tests/tsan/glib-tsan.c, every report judged by
 #             tests/tsan/tsan-check.py (tests/tsan.supp)
 # The last line is "N passed, N failed" over every stage; a skipped test counts as failed, and so

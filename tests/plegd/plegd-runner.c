@@ -180,7 +180,7 @@ plegd_runner_free(PlegdRunner *runner)
         return;
     if (g_subprocess_get_identifier(runner->process)) {
         g_subprocess_force_exit(runner->process);
-        g_subprocess_wait(runner->process, NULL, NULL);
+        subprocess_wait_reaped(runner->process);
     }
     g_clear_pointer(&runner->out_reader, g_thread_join);
     g_clear_pointer(&runner->err_reader, g_thread_join);
@@ -279,16 +279,25 @@ plegd_runner_wait_stdout(PlegdRunner *runner, const char *needle)
     return wait_text(runner, runner->out, &runner->out_eof, needle);
 }
 
+gboolean
+subprocess_wait_reaped(GSubprocess *process)
+{
+    gint64 deadline = deadline_usec();
+
+    /* GSubprocess reaps the child from GLib's worker thread.  g_subprocess_wait() would hand
+     * that thread a main context and a task of this one through GLib's own locks, unseen by
+     * ThreadSanitizer, which then reports GLib's worker copying and freeing them. */
+    while (g_subprocess_get_identifier(process) && g_get_monotonic_time() < deadline)
+        g_usleep(10 * 1000);
+    return g_subprocess_get_identifier(process) == NULL;
+}
+
 int
 plegd_runner_wait_exit(PlegdRunner *runner)
 {
-    gint64 deadline = deadline_usec();
     GSubprocess *process = runner->process;
 
-    /* GSubprocess reaps the child from GLib's worker thread. */
-    while (g_subprocess_get_identifier(process) && g_get_monotonic_time() < deadline)
-        g_usleep(10 * 1000);
-    if (g_subprocess_get_identifier(process)) {
+    if (!subprocess_wait_reaped(process)) {
         g_autofree char *err = plegd_runner_get_stderr(runner);
 
         g_subprocess_force_exit(process);

@@ -64,6 +64,9 @@ gboolean plegd_runner_wait_stdout(PlegdRunner *runner, const char *needle);
 int plegd_runner_wait_exit(PlegdRunner *runner);
 /* Sends @signum and waits for the exit. */
 int plegd_runner_stop(PlegdRunner *runner, int signum);
+/* Waits (to the runner's deadline) until GLib reaped @process; FALSE if it did not.  Use it
+ * instead of g_subprocess_wait(), whose hand-off to GLib's worker thread TSan cannot see. */
+gboolean subprocess_wait_reaped(GSubprocess *process);
 
 /* The base URL from plegd's "serving metrics on http://HOST:PORT" line. */
 char *plegd_runner_wait_metrics_url(PlegdRunner *runner);

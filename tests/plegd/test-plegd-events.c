@@ -506,6 +506,11 @@ END_TEST
 /* ASan's redzones and allocator metadata (its quarantine is off for plegd here) roughly triple
  * what each allocation costs. */
 #define STORM_RSS_GROWTH_MAX_KIB (3 * 32 * 1024)
+#elif defined(__SANITIZE_THREAD__)
+/* ThreadSanitizer's shadow and meta shadow of every heap page plegd touches, and its allocator,
+ * which keeps freed blocks cached per thread (measured: +80 MB during the storm, +102 MB once
+ * every client read everything); per-client copies, 85 MB more in a plain build, still exceed it. */
+#define STORM_RSS_GROWTH_MAX_KIB (5 * 32 * 1024)
 #else
 #define STORM_RSS_GROWTH_MAX_KIB (32 * 1024)
 #endif
@@ -712,10 +717,10 @@ START_TEST(test_curl)
 
     /* Gone clients are noticed without an event to write. */
     g_subprocess_force_exit(curl);
-    ck_assert(g_subprocess_wait(curl, NULL, NULL));
+    ck_assert(subprocess_wait_reaped(curl));
     wait_metric("plegd_events_clients", 1);
     g_subprocess_send_signal(pipeline, SIGTERM);
-    ck_assert(g_subprocess_wait(pipeline, NULL, NULL));
+    ck_assert(subprocess_wait_reaped(pipeline));
 }
 END_TEST
 

@@ -12,7 +12,8 @@ status (exitcode=0).  Then each report is judged:
   plegd, the tests); a side of a report (each access of a data race; every stack of other
   kinds) is the project's when its access was made by project code, directly or through a libc
   function or one of GLib's allocation and copy wrappers (g_malloc, g_free, g_strdup...) that
-  code called (the TSan runtime's interceptor frames do not count);
+  code called (the TSan runtime's interceptor frames do not count); on a thread that never
+  entered project code (GLib's worker) those wrappers acted for GLib itself and are matched;
 - a report fails when every side is the project's: two accesses made by libpleg, the plugins,
   plegd or the tests are never suppressed;
 - any other report fails too unless an entry of the suppressions file matches one of the frames
@@ -135,6 +136,12 @@ class Judge:
         directly or through a libc function it called; its foreign frames are those above its
         first project frame, the TSan runtime's interceptor frames left out."""
         frames = [f for f in frames if not os.path.basename(f[2]).startswith("libtsan.so")]
+        if len(frames) == 1 and not self.is_project(frames[0]):
+            # TSan's stack is the uninstrumented frame that made the access, then where each
+            # instrumented function still running was called from.  One frame alone: the thread
+            # never entered project code (GLib's worker thread), and a GLib wrapper there acted
+            # for GLib itself.
+            return False, frames
         # GLib's allocation and copy wrappers at the top act for their caller, like malloc.
         while frames and frames[0][0] in GLIB_ALLOCATORS:
             frames = frames[1:]
