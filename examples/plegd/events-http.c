@@ -39,7 +39,7 @@ struct _PlegdEvents {
     PlegMetric *clients;
     PlegMetric *disconnected;
     PlegMetric *refused;
-    PlegMetric *last_seq;
+    PlegMetricSeries *last_seq; /* set per event: resolved once */
 
     gint64 last_cutoff_log_usec;
     guint n_cutoffs_unlogged;
@@ -335,16 +335,17 @@ plegd_events_new(guint ring_size, guint max_clients, PlegMetricsRegistry *metric
         "/events requests refused: gone (410, ?since= older than the ring), too_many_clients "
         "(503).",
         reason_label, NULL, 0);
-    events->last_seq =
+    events->last_seq = pleg_metric_get_series(
         pleg_metrics_register(metrics, PLEG_METRIC_GAUGE, "plegd_events_last_seq",
-                              "The seq of the newest event (0: none yet).", NULL, NULL, 0);
+                              "The seq of the newest event (0: none yet).", NULL, NULL, 0),
+        NULL);
     /* Every series from the start, so that rate() sees the first increase. */
     pleg_metric_add(events->disconnected, slow, 0);
     pleg_metric_add(events->disconnected, shutting_down, 0);
     pleg_metric_add(events->refused, gone, 0);
     pleg_metric_add(events->refused, too_many, 0);
     pleg_metric_set(events->clients, NULL, 0);
-    pleg_metric_set(events->last_seq, NULL, 0);
+    pleg_metric_series_set(events->last_seq, 0);
     return events;
 }
 
@@ -395,21 +396,15 @@ plegd_events_get_n_clients(PlegdEvents *events)
     return events->n_subscribers;
 }
 
-char *
+GBytes *
 plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event)
 {
     guint64 seq = plegd_event_ring_get_next_seq(events->ring);
-    char *json = plegd_event_to_json_with_seq(event, seq);
-    gsize len = strlen(json);
-    char *text = g_malloc(len + 1);
-    g_autoptr(GBytes) line = NULL;
+    GBytes *line = plegd_event_to_line(event, seq);
     guint64 evicted;
 
-    memcpy(text, json, len);
-    text[len] = '\n';
-    line = g_bytes_new_take(text, len + 1);
     plegd_event_ring_push(events->ring, line, &evicted);
-    pleg_metric_set(events->last_seq, NULL, (double)seq);
+    pleg_metric_series_set(events->last_seq, (double)seq);
 
     if (evicted != 0) {
         for (GList *l = events->subscribers; l; l = l->next) {
@@ -421,7 +416,7 @@ plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event)
     }
     if (events->subscribers)
         schedule_flush(events);
-    return json;
+    return line;
 }
 
 /* ---- requests ---- */

@@ -102,7 +102,7 @@ static void
 on_event(PlegPodLifecycleEvent *event, gpointer user_data)
 {
     App *app = user_data;
-    g_autofree char *line = NULL;
+    g_autoptr(GBytes) line = NULL;
     g_autoptr(GError) error = NULL;
 
     g_assert(g_main_context_is_owner(g_main_context_default()));
@@ -111,7 +111,7 @@ on_event(PlegPodLifecycleEvent *event, gpointer user_data)
 
     /* The seq is given once: stdout and every /events client see the same one. */
     line = plegd_events_publish(app->events, event);
-    if (plegd_output_write_line(app->output, line, &error))
+    if (plegd_output_write_bytes(app->output, line, &error))
         return;
 
     /* Whoever reads stdout is stuck: better restarted (by systemd) than grow or block. */

@@ -89,6 +89,15 @@ char *plegd_event_to_json(const PlegPodLifecycleEvent *event);
  */
 char *plegd_event_to_json_with_seq(const PlegPodLifecycleEvent *event, guint64 seq);
 
+/**
+ * plegd_event_to_line:
+ * @seq: as for plegd_event_to_json_with_seq().
+ *
+ * Returns: (transfer full): plegd_event_to_json_with_seq()'s text and a newline, in one buffer
+ *   that stdout and the /events ring share.
+ */
+GBytes *plegd_event_to_line(const PlegPodLifecycleEvent *event, guint64 seq);
+
 /* Bytes of event lines that may wait for a stalled reader of stdout before plegd gives up. */
 #define PLEGD_OUTPUT_MAX_BACKLOG (64 * 1024 * 1024)
 /* A backlog above max / PLEGD_OUTPUT_WARN_DIVISOR is logged (at most once a
@@ -135,6 +144,14 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdOutput, plegd_output_free)
  *   is dropped).
  */
 gboolean plegd_output_write_line(PlegdOutput *output, const char *line, GError **error);
+
+/**
+ * plegd_output_write_bytes:
+ * @line: (transfer none): a line with its newline; the writer keeps a reference, no copy.
+ *
+ * plegd_output_write_line() of a line that already ends in a newline.
+ */
+gboolean plegd_output_write_bytes(PlegdOutput *output, GBytes *line, GError **error);
 
 /** Returns: bytes queued and not written yet. */
 gsize plegd_output_get_backlog(PlegdOutput *output);
@@ -373,9 +390,10 @@ void plegd_events_set_cutoff_grace(PlegdEvents *events, gint64 grace_usec);
  * Gives @event the next seq, keeps its line in the ring and queues it for every stream.  A
  * stream whose next unsent event is dropped from the ring by this is cut off as a slow consumer.
  *
- * Returns: (transfer full): the event's JSON line with its seq, without a newline (for stdout).
+ * Returns: (transfer full): the event's JSON line with its seq and its newline, the bytes the
+ *   ring keeps (for stdout, plegd_output_write_bytes()).
  */
-char *plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event);
+GBytes *plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event);
 
 /** Returns: the streams being served. */
 guint plegd_events_get_n_clients(PlegdEvents *events);

@@ -20,15 +20,30 @@ pleg_metrics_default_buckets(gsize *ret_n_buckets)
     return default_buckets;
 }
 
-typedef struct {
-    char **label_values;    /* n_labels entries, NULL-terminated */
-    double value;           /* counter or gauge value, histogram sum */
-    guint64 count;          /* histogram observations */
+/*
+ * A series is created on first use and lives as long as its metric: a handle stays valid
+ * across pleg_metric_reset(), which only hides the series again.  Counters and gauges keep
+ * their value in one atomic word (the double's bits), SERIES_ABSENT while hidden; a histogram
+ * series keeps a lock of its own for its buckets, sum and count.  The registry's lock guards the
+ * metric's table of series and orders reset against exposition; no update takes it.
+ */
+struct _PlegMetricSeries {
+    PlegMetric *metric;
+    char **label_values; /* n_labels entries, NULL-terminated */
+    guint64 bits;        /* counters, gauges: the value's bits, atomically; SERIES_ABSENT hidden */
+
+    GMutex lock;            /* histograms: guards the fields below */
+    gboolean present;       /* FALSE until the first observation and after a reset */
+    double sum;             /* sum of the observations */
+    guint64 count;          /* observations */
     guint64 *bucket_counts; /* per bucket, not cumulative; n_buckets + 1 (the last is +Inf) */
-} Series;
+};
+
+/* A signalling NaN no arithmetic produces: values that are NaN are stored as the quiet one. */
+#define SERIES_ABSENT G_GUINT64_CONSTANT(0x7ff4a65e0f5e7e55)
 
 struct _PlegMetric {
-    GMutex *lock; /* the registry's: one lock orders updates against exposition */
+    GMutex *lock; /* the registry's: guards @series, orders reset against exposition */
     PlegMetricType type;
     char *name;
     char *help;
@@ -36,7 +51,7 @@ struct _PlegMetric {
     guint n_labels;
     double *buckets;
     gsize n_buckets;
-    GHashTable *series; /* series_key() -> Series */
+    GHashTable *series; /* series_key() -> PlegMetricSeries */
 };
 
 struct _PlegMetricsRegistry {
@@ -48,13 +63,49 @@ struct _PlegMetricsRegistry {
 static const char *const histogram_suffixes[] = {"_bucket", "_sum", "_count"};
 
 static void
-series_free(Series *series)
+series_free(PlegMetricSeries *series)
 {
     if (!series)
         return;
     g_strfreev(series->label_values);
     g_free(series->bucket_counts);
+    g_mutex_clear(&series->lock);
     g_free(series);
+}
+
+static guint64
+double_to_bits(double value)
+{
+    guint64 bits;
+
+    if (isnan(value))
+        value = NAN;
+    memcpy(&bits, &value, sizeof(bits));
+    return bits;
+}
+
+static double
+bits_to_double(guint64 bits)
+{
+    double value;
+
+    if (bits == SERIES_ABSENT)
+        return 0;
+    memcpy(&value, &bits, sizeof(value));
+    return value;
+}
+
+static gboolean
+series_present(PlegMetricSeries *series)
+{
+    gboolean present;
+
+    if (series->metric->type != PLEG_METRIC_HISTOGRAM)
+        return __atomic_load_n(&series->bits, __ATOMIC_RELAXED) != SERIES_ABSENT;
+    g_mutex_lock(&series->lock);
+    present = series->present;
+    g_mutex_unlock(&series->lock);
+    return present;
 }
 
 static void
@@ -358,23 +409,41 @@ series_key(PlegMetric *metric, const char *const *label_values)
 }
 
 /* Called with the lock held. */
-static Series *
+static PlegMetricSeries *
 find_series(PlegMetric *metric, const char *const *label_values, gboolean create)
 {
     g_autofree char *key = series_key(metric, label_values);
-    Series *series;
+    PlegMetricSeries *series;
 
     series = g_hash_table_lookup(metric->series, key);
     if (series || !create)
         return series;
 
-    series = g_new0(Series, 1);
+    series = g_new0(PlegMetricSeries, 1);
+    series->metric = metric;
     series->label_values = g_new0(char *, metric->n_labels + 1);
     for (guint i = 0; i < metric->n_labels; i++)
         series->label_values[i] = g_strdup(label_values[i]);
+    series->bits = SERIES_ABSENT;
+    g_mutex_init(&series->lock);
     if (metric->type == PLEG_METRIC_HISTOGRAM)
         series->bucket_counts = g_new0(guint64, metric->n_buckets + 1);
     g_hash_table_insert(metric->series, g_steal_pointer(&key), series);
+    return series;
+}
+
+/* The series of @label_values, created hidden when new; NULL (after a critical) for wrong
+ * label values. */
+static PlegMetricSeries *
+resolve_series(PlegMetric *metric, const char *const *label_values)
+{
+    PlegMetricSeries *series;
+
+    if (!check_label_values(metric, label_values))
+        return NULL;
+    g_mutex_lock(metric->lock);
+    series = find_series(metric, label_values, TRUE);
+    g_mutex_unlock(metric->lock);
     return series;
 }
 
@@ -392,28 +461,90 @@ type_name(PlegMetricType type)
     return "untyped";
 }
 
-void
-pleg_metric_add(PlegMetric *metric, const char *const *label_values, double value)
+/* The type rules of each update, with a critical when broken. */
+static gboolean
+can_add(PlegMetric *metric, double value)
 {
-    Series *series;
-
-    if (!metric)
-        return;
     if (metric->type == PLEG_METRIC_HISTOGRAM) {
         g_critical("metrics: %s is a histogram, cannot add to it", metric->name);
-        return;
+        return FALSE;
     }
     if (metric->type == PLEG_METRIC_COUNTER && !(value >= 0)) {
         g_critical("metrics: %s is a counter, cannot add %g", metric->name, value);
-        return;
+        return FALSE;
     }
-    if (!check_label_values(metric, label_values))
-        return;
+    return TRUE;
+}
 
-    g_mutex_lock(metric->lock);
-    series = find_series(metric, label_values, TRUE);
-    series->value += value;
-    g_mutex_unlock(metric->lock);
+static gboolean
+can_set(PlegMetric *metric)
+{
+    if (metric->type != PLEG_METRIC_GAUGE) {
+        g_critical("metrics: %s is a %s, only gauges can be set", metric->name,
+                   type_name(metric->type));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean
+can_observe(PlegMetric *metric)
+{
+    if (metric->type != PLEG_METRIC_HISTOGRAM) {
+        g_critical("metrics: %s is a %s, only histograms take observations", metric->name,
+                   type_name(metric->type));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void
+series_add(PlegMetricSeries *series, double value)
+{
+    guint64 old = __atomic_load_n(&series->bits, __ATOMIC_RELAXED);
+    guint64 new;
+
+    do
+        new = double_to_bits(bits_to_double(old) + value);
+    while (!__atomic_compare_exchange_n(&series->bits, &old, new, TRUE, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
+}
+
+static void
+series_set(PlegMetricSeries *series, double value)
+{
+    __atomic_store_n(&series->bits, double_to_bits(value), __ATOMIC_RELAXED);
+}
+
+static void
+series_observe(PlegMetricSeries *series, double value)
+{
+    PlegMetric *metric = series->metric;
+    gsize i;
+
+    /* Upper bounds are inclusive; NaN lands in no finite bucket, only in +Inf. */
+    for (i = 0; i < metric->n_buckets; i++)
+        if (value <= metric->buckets[i])
+            break;
+
+    g_mutex_lock(&series->lock);
+    series->present = TRUE;
+    series->bucket_counts[i]++;
+    series->count++;
+    series->sum += value;
+    g_mutex_unlock(&series->lock);
+}
+
+void
+pleg_metric_add(PlegMetric *metric, const char *const *label_values, double value)
+{
+    PlegMetricSeries *series;
+
+    if (!metric || !can_add(metric, value))
+        return;
+    series = resolve_series(metric, label_values);
+    if (series)
+        series_add(series, value);
 }
 
 void
@@ -425,57 +556,66 @@ pleg_metric_inc(PlegMetric *metric, const char *const *label_values)
 void
 pleg_metric_set(PlegMetric *metric, const char *const *label_values, double value)
 {
-    Series *series;
+    PlegMetricSeries *series;
 
-    if (!metric)
+    if (!metric || !can_set(metric))
         return;
-    if (metric->type != PLEG_METRIC_GAUGE) {
-        g_critical("metrics: %s is a %s, only gauges can be set", metric->name,
-                   type_name(metric->type));
-        return;
-    }
-    if (!check_label_values(metric, label_values))
-        return;
-
-    g_mutex_lock(metric->lock);
-    series = find_series(metric, label_values, TRUE);
-    series->value = value;
-    g_mutex_unlock(metric->lock);
+    series = resolve_series(metric, label_values);
+    if (series)
+        series_set(series, value);
 }
 
 void
 pleg_metric_observe(PlegMetric *metric, const char *const *label_values, double value)
 {
-    Series *series;
-    gsize i;
+    PlegMetricSeries *series;
 
+    if (!metric || !can_observe(metric))
+        return;
+    series = resolve_series(metric, label_values);
+    if (series)
+        series_observe(series, value);
+}
+
+PlegMetricSeries *
+pleg_metric_get_series(PlegMetric *metric, const char *const *label_values)
+{
     if (!metric)
-        return;
-    if (metric->type != PLEG_METRIC_HISTOGRAM) {
-        g_critical("metrics: %s is a %s, only histograms take observations", metric->name,
-                   type_name(metric->type));
-        return;
-    }
-    if (!check_label_values(metric, label_values))
-        return;
+        return NULL;
+    return resolve_series(metric, label_values);
+}
 
-    /* Upper bounds are inclusive; NaN lands in no finite bucket, only in +Inf. */
-    for (i = 0; i < metric->n_buckets; i++)
-        if (value <= metric->buckets[i])
-            break;
+void
+pleg_metric_series_add(PlegMetricSeries *series, double value)
+{
+    if (series && can_add(series->metric, value))
+        series_add(series, value);
+}
 
-    g_mutex_lock(metric->lock);
-    series = find_series(metric, label_values, TRUE);
-    series->bucket_counts[i]++;
-    series->count++;
-    series->value += value;
-    g_mutex_unlock(metric->lock);
+void
+pleg_metric_series_inc(PlegMetricSeries *series)
+{
+    pleg_metric_series_add(series, 1);
+}
+
+void
+pleg_metric_series_set(PlegMetricSeries *series, double value)
+{
+    if (series && can_set(series->metric))
+        series_set(series, value);
+}
+
+void
+pleg_metric_series_observe(PlegMetricSeries *series, double value)
+{
+    if (series && can_observe(series->metric))
+        series_observe(series, value);
 }
 
 double
 pleg_metric_get(PlegMetric *metric, const char *const *label_values)
 {
-    Series *series;
+    PlegMetricSeries *series;
     double value = 0;
 
     if (!metric || !check_label_values(metric, label_values))
@@ -483,8 +623,13 @@ pleg_metric_get(PlegMetric *metric, const char *const *label_values)
 
     g_mutex_lock(metric->lock);
     series = find_series(metric, label_values, FALSE);
-    if (series)
-        value = series->value;
+    if (series && metric->type == PLEG_METRIC_HISTOGRAM) {
+        g_mutex_lock(&series->lock);
+        value = series->sum;
+        g_mutex_unlock(&series->lock);
+    } else if (series) {
+        value = bits_to_double(__atomic_load_n(&series->bits, __ATOMIC_RELAXED));
+    }
     g_mutex_unlock(metric->lock);
     return value;
 }
@@ -492,7 +637,7 @@ pleg_metric_get(PlegMetric *metric, const char *const *label_values)
 guint64
 pleg_metric_get_count(PlegMetric *metric, const char *const *label_values)
 {
-    Series *series;
+    PlegMetricSeries *series;
     guint64 count = 0;
 
     if (!metric || !check_label_values(metric, label_values))
@@ -500,23 +645,48 @@ pleg_metric_get_count(PlegMetric *metric, const char *const *label_values)
 
     g_mutex_lock(metric->lock);
     series = find_series(metric, label_values, FALSE);
-    if (series) {
-        if (metric->type == PLEG_METRIC_HISTOGRAM)
-            count = series->count;
-        else if (series->value >= 0)
-            count = (guint64)series->value;
+    if (series && metric->type == PLEG_METRIC_HISTOGRAM) {
+        g_mutex_lock(&series->lock);
+        count = series->count;
+        g_mutex_unlock(&series->lock);
+    } else if (series) {
+        double value = bits_to_double(__atomic_load_n(&series->bits, __ATOMIC_RELAXED));
+
+        if (value >= 0)
+            count = (guint64)value;
     }
     g_mutex_unlock(metric->lock);
     return count;
 }
 
+/* Hides @series again, at zero.  Called with the registry's lock held. */
+static void
+series_reset(PlegMetricSeries *series)
+{
+    if (series->metric->type != PLEG_METRIC_HISTOGRAM) {
+        __atomic_store_n(&series->bits, SERIES_ABSENT, __ATOMIC_RELAXED);
+        return;
+    }
+    g_mutex_lock(&series->lock);
+    series->present = FALSE;
+    series->sum = 0;
+    series->count = 0;
+    memset(series->bucket_counts, 0, (series->metric->n_buckets + 1) * sizeof(guint64));
+    g_mutex_unlock(&series->lock);
+}
+
 void
 pleg_metric_reset(PlegMetric *metric)
 {
+    GHashTableIter iter;
+    gpointer series;
+
     if (!metric)
         return;
     g_mutex_lock(metric->lock);
-    g_hash_table_remove_all(metric->series);
+    g_hash_table_iter_init(&iter, metric->series);
+    while (g_hash_table_iter_next(&iter, NULL, &series))
+        series_reset(series);
     g_mutex_unlock(metric->lock);
 }
 
@@ -571,7 +741,7 @@ append_escaped(GString *out, const char *text, gboolean quote)
 
 /* One sample line; @le, when given, adds the histogram bucket bound as the last label. */
 static void
-append_sample(GString *out, PlegMetric *metric, const char *suffix, Series *series,
+append_sample(GString *out, PlegMetric *metric, const char *suffix, PlegMetricSeries *series,
               const double *le, double value)
 {
     gboolean any = FALSE;
@@ -598,30 +768,38 @@ append_sample(GString *out, PlegMetric *metric, const char *suffix, Series *seri
     g_string_append_c(out, '\n');
 }
 
+/* @series NULL: the zero sample of an unlabelled metric never updated. */
 static void
-append_series(GString *out, PlegMetric *metric, Series *series)
+append_series(GString *out, PlegMetric *metric, PlegMetricSeries *series)
 {
     guint64 cumulative = 0;
     double inf = INFINITY;
 
     if (metric->type != PLEG_METRIC_HISTOGRAM) {
-        append_sample(out, metric, "", series, NULL, series ? series->value : 0);
+        double value =
+            series ? bits_to_double(__atomic_load_n(&series->bits, __ATOMIC_RELAXED)) : 0;
+
+        append_sample(out, metric, "", series, NULL, value);
         return;
     }
+    if (series)
+        g_mutex_lock(&series->lock);
     for (gsize i = 0; i <= metric->n_buckets; i++) {
         cumulative += series ? series->bucket_counts[i] : 0;
         append_sample(out, metric, "_bucket", series,
                       i < metric->n_buckets ? &metric->buckets[i] : &inf, (double)cumulative);
     }
-    append_sample(out, metric, "_sum", series, NULL, series ? series->value : 0);
+    append_sample(out, metric, "_sum", series, NULL, series ? series->sum : 0);
     append_sample(out, metric, "_count", series, NULL, series ? (double)series->count : 0);
+    if (series)
+        g_mutex_unlock(&series->lock);
 }
 
 static int
 compare_series(gconstpointer a, gconstpointer b, gpointer user_data)
 {
-    const Series *sa = *(Series *const *)a;
-    const Series *sb = *(Series *const *)b;
+    const PlegMetricSeries *sa = *(PlegMetricSeries *const *)a;
+    const PlegMetricSeries *sb = *(PlegMetricSeries *const *)b;
     guint n_labels = GPOINTER_TO_UINT(user_data);
 
     for (guint i = 0; i < n_labels; i++) {
@@ -650,9 +828,11 @@ append_metric(GString *out, PlegMetric *metric)
     append_escaped(out, metric->help, FALSE);
     g_string_append_printf(out, "\n# TYPE %s %s\n", metric->name, type_name(metric->type));
 
+    /* A hidden series stays hidden: only a reset, which waits for this lock, hides one. */
     g_hash_table_iter_init(&iter, metric->series);
     while (g_hash_table_iter_next(&iter, NULL, &value))
-        g_ptr_array_add(series, value);
+        if (series_present(value))
+            g_ptr_array_add(series, value);
 
     if (series->len == 0) {
         if (metric->n_labels == 0)

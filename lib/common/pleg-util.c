@@ -227,29 +227,79 @@ pleg_duration_format(gint64 usec)
     return g_string_free(out, FALSE);
 }
 
+static char *
+put_digits(char *p, guint value, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        p[i] = (char)('0' + value % 10);
+        value /= 10;
+    }
+    return p + width;
+}
+
+/* The proleptic Gregorian date of day @days after 1970-01-01, as in Howard Hinnant's
+ * "chrono-Compatible Low-Level Date Algorithms" (civil_from_days). */
+static void
+civil_from_days(gint64 days, gint64 *ret_year, guint *ret_month, guint *ret_day)
+{
+    gint64 z = days + 719468;
+    gint64 era = (z >= 0 ? z : z - 146096) / 146097;
+    guint doe = (guint)(z - era * 146097);
+    guint yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    guint doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    guint mp = (5 * doy + 2) / 153;
+    guint month = mp < 10 ? mp + 3 : mp - 9;
+
+    *ret_year = (gint64)yoe + era * 400 + (month <= 2);
+    *ret_month = month;
+    *ret_day = doy - (153 * mp + 2) / 5 + 1;
+}
+
+/* Written by hand rather than with GDateTime (an allocation, a time zone and a format string
+ * parsed per call): plegd formats two per event line.  Every gint64 of nanoseconds falls in the
+ * years 1677 to 2262, so the year always has four digits. */
 char *
 pleg_time_format_rfc3339(gint64 unix_ns)
 {
-    g_autoptr(GDateTime) dt = NULL;
-    g_autofree char *base = NULL;
+    char buf[sizeof("YYYY-MM-DDTHH:MM:SS.123456789Z")];
+    char *p = buf;
     gint64 secs = unix_ns / 1000000000;
     gint64 nsec = unix_ns % 1000000000;
-    GString *out;
+    gint64 days, year;
+    guint month, day, second_of_day;
 
     /* Floor division, so times before 1970 keep a positive fraction. */
     if (nsec < 0) {
         nsec += 1000000000;
         secs--;
     }
-    dt = g_date_time_new_from_unix_utc(secs);
-    if (!dt)
-        return g_strdup("invalid-time");
-    base = g_date_time_format(dt, "%Y-%m-%dT%H:%M:%S");
+    days = secs / 86400 - (secs % 86400 < 0);
+    second_of_day = (guint)(secs - days * 86400);
+    civil_from_days(days, &year, &month, &day);
 
-    out = g_string_new(base);
-    append_fraction(out, (guint64)nsec, 9);
-    g_string_append_c(out, 'Z');
-    return g_string_free(out, FALSE);
+    p = put_digits(p, (guint)year, 4);
+    *p++ = '-';
+    p = put_digits(p, month, 2);
+    *p++ = '-';
+    p = put_digits(p, day, 2);
+    *p++ = 'T';
+    p = put_digits(p, second_of_day / 3600, 2);
+    *p++ = ':';
+    p = put_digits(p, second_of_day / 60 % 60, 2);
+    *p++ = ':';
+    p = put_digits(p, second_of_day % 60, 2);
+    /* ".5", ".000001": trailing zeros trimmed, nothing for a whole second. */
+    if (nsec != 0) {
+        int len = 9;
+
+        *p++ = '.';
+        put_digits(p, (guint)nsec, 9);
+        while (p[len - 1] == '0')
+            len--;
+        p += len;
+    }
+    *p++ = 'Z';
+    return g_strndup(buf, p - buf);
 }
 
 typedef struct {

@@ -29,11 +29,9 @@ build_event(PlegGeneric *pleg, const char *pod_uid, PlegPodLifecycleEventType ty
 static gboolean
 push(PlegGeneric *pleg, Subscriber *sub, PlegPodLifecycleEvent *event, gboolean first_attempt)
 {
-    const char *source = pleg_relist_source_to_string(event->relist_source);
-
     if (!pleg_event_channel_try_push(sub->channel, event)) {
         if (first_attempt) {
-            pleg_metric_inc(pleg->m.discard_events, NULL);
+            pleg_metric_series_inc(pleg->series.discard_events);
             g_debug("event channel full, %s for pod %s deferred to a later relist",
                     pleg_pod_lifecycle_event_type_to_string(event->type), event->pod_uid);
         }
@@ -41,7 +39,8 @@ push(PlegGeneric *pleg, Subscriber *sub, PlegPodLifecycleEvent *event, gboolean 
     }
     if (event->type == PLEG_CONTAINER_DIED && event->has_exit && event->finished_at_ns > 0) {
         double latency = (double)(now_ns(pleg) - event->finished_at_ns) / 1e9;
-        pleg_metric_observe(pleg->m.exit_detection, (const char *[]){source}, MAX(latency, 0.0));
+        pleg_metric_series_observe(source_series(pleg->series.exit_detection, event->relist_source),
+                                   MAX(latency, 0.0));
     }
     return TRUE;
 }
@@ -134,7 +133,7 @@ void
 deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistSource source,
         PlegPodStatus *status)
 {
-    const char *source_label[] = {pleg_relist_source_to_string(source)};
+    PlegMetricSeries *events_total = source_series(pleg->series.events_total, source);
 
     for (guint i = 0; i < transitions->len; i++) {
         const Transition *t = &g_array_index(transitions, Transition, i);
@@ -143,7 +142,7 @@ deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistS
 
         if (t->type == PLEG_CONTAINER_CHANGED)
             continue;
-        pleg_metric_inc(pleg->m.events_total, source_label);
+        pleg_metric_series_inc(events_total);
         event = build_event(pleg, pod_uid, t->type, t->id, source, status);
         key = t->id ? missed_key(pod_uid, t->id) : NULL;
 
@@ -154,7 +153,7 @@ deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistS
             /* Earlier events of this container are still owed: this one queues behind them
              * (and counts as a discard, as it is not delivered now). */
             if (m) {
-                pleg_metric_inc(pleg->m.discard_events, NULL);
+                pleg_metric_series_inc(pleg->series.discard_events);
                 missed_append(m, event, t->after);
                 if (m->events->len > MISSED_MAX)
                     missed_collapse(pleg, m, source, status);

@@ -35,8 +35,7 @@ defer_if_suspended(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource sour
 static void
 count_request(PlegGeneric *pleg, PlegRelistSource source, const char *outcome)
 {
-    pleg_metric_inc(pleg->m.relist_requests,
-                    (const char *[]){pleg_relist_source_to_string(source), outcome});
+    pleg_metric_series_inc(relist_request_series(pleg, source, outcome));
 }
 
 void

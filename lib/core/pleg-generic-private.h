@@ -97,6 +97,15 @@ typedef struct {
     PlegState after;
 } Transition;
 
+/* The outcomes of a RequestRelist, the values of kubelet_pleg_relist_requests_total's label. */
+typedef enum {
+    RELIST_OUTCOME_QUEUED,
+    RELIST_OUTCOME_COALESCED,
+    RELIST_OUTCOME_COVERED,
+    RELIST_OUTCOME_DROPPED,
+    RELIST_OUTCOME_N,
+} RelistOutcome;
+
 struct _PlegGeneric {
     PlegRuntime *runtime;
     PlegGenericConfig config;
@@ -115,6 +124,16 @@ struct _PlegGeneric {
         PlegMetric *relist_requests;
         PlegMetric *exit_detection;
     } m;
+    /* The series that relists and deliveries update, resolved once by register_metrics(). */
+    struct {
+        PlegMetricSeries *relist_duration;
+        PlegMetricSeries *relist_interval;
+        PlegMetricSeries *pod_relist_duration;
+        PlegMetricSeries *discard_events;
+        PlegMetricSeries *events_total[PLEG_RELIST_SOURCE_N];
+        PlegMetricSeries *exit_detection[PLEG_RELIST_SOURCE_N];
+        PlegMetricSeries *relist_requests[PLEG_RELIST_SOURCE_N][RELIST_OUTCOME_N];
+    } series;
 
     GMutex relist_lock;
     GCancellable *cancellable;
@@ -156,6 +175,16 @@ struct _PlegGeneric {
 /* Unix ns now, from the configured clock or the real-time clock. */
 G_GNUC_INTERNAL gint64 now_ns(PlegGeneric *pleg);
 G_GNUC_INTERNAL gint64 elapsed_usec_since(PlegGeneric *pleg, gint64 wall_ns, gint64 mono_usec);
+/* The kubelet_pleg_relist_requests_total series of @source and @outcome ("queued", "coalesced",
+ * "covered" or "dropped"); NULL for any other.  Callable with any lock held. */
+G_GNUC_INTERNAL PlegMetricSeries *relist_request_series(PlegGeneric *pleg, PlegRelistSource source,
+                                                        const char *outcome);
+/* The series of @source in one of pleg->series' per-source arrays; NULL out of range. */
+static inline PlegMetricSeries *
+source_series(PlegMetricSeries *const *per_source, PlegRelistSource source)
+{
+    return (guint)source < PLEG_RELIST_SOURCE_N ? per_source[source] : NULL;
+}
 
 /* pleg-snapshot.c */
 G_GNUC_INTERNAL PodSnapshot *pod_snapshot_new(const char *uid);

@@ -79,6 +79,13 @@ pleg_generic_config_init(PlegGenericConfig *config)
     };
 }
 
+static const char *const relist_outcomes[RELIST_OUTCOME_N] = {
+    [RELIST_OUTCOME_QUEUED] = "queued",
+    [RELIST_OUTCOME_COALESCED] = "coalesced",
+    [RELIST_OUTCOME_COVERED] = "covered",
+    [RELIST_OUTCOME_DROPPED] = "dropped",
+};
+
 static void
 register_metrics(PlegGeneric *pleg)
 {
@@ -122,17 +129,41 @@ register_metrics(PlegGeneric *pleg)
         "Time from a container's CRI finished_at to delivery of its ContainerDied.", source_label,
         exit_detection_buckets, G_N_ELEMENTS(exit_detection_buckets));
 
-    /* Show every series from the start, so rates work from the first scrape. */
+    pleg->series.relist_duration = pleg_metric_get_series(pleg->m.relist_duration, NULL);
+    pleg->series.relist_interval = pleg_metric_get_series(pleg->m.relist_interval, NULL);
+    pleg->series.pod_relist_duration = pleg_metric_get_series(pleg->m.pod_relist_duration, NULL);
+    pleg->series.discard_events = pleg_metric_get_series(pleg->m.discard_events, NULL);
     for (PlegRelistSource s = 0; s < PLEG_RELIST_SOURCE_N; s++) {
         const char *src = pleg_relist_source_to_string(s);
-        pleg_metric_add(pleg->m.events_total, (const char *[]){src}, 0);
+
+        pleg->series.events_total[s] =
+            pleg_metric_get_series(pleg->m.events_total, (const char *[]){src});
+        pleg->series.exit_detection[s] =
+            pleg_metric_get_series(pleg->m.exit_detection, (const char *[]){src});
+        for (RelistOutcome o = 0; o < RELIST_OUTCOME_N; o++)
+            pleg->series.relist_requests[s][o] = pleg_metric_get_series(
+                pleg->m.relist_requests, (const char *[]){src, relist_outcomes[o]});
+    }
+
+    /* Show every series from the start, so rates work from the first scrape. */
+    for (PlegRelistSource s = 0; s < PLEG_RELIST_SOURCE_N; s++) {
+        pleg_metric_series_add(pleg->series.events_total[s], 0);
         if (s == PLEG_RELIST_SOURCE_GLOBAL)
             continue;
-        for (guint o = 0; o < 4; o++) {
-            static const char *const outcomes[] = {"queued", "coalesced", "covered", "dropped"};
-            pleg_metric_add(pleg->m.relist_requests, (const char *[]){src, outcomes[o]}, 0);
-        }
+        for (RelistOutcome o = 0; o < RELIST_OUTCOME_N; o++)
+            pleg_metric_series_add(pleg->series.relist_requests[s][o], 0);
     }
+}
+
+PlegMetricSeries *
+relist_request_series(PlegGeneric *pleg, PlegRelistSource source, const char *outcome)
+{
+    if ((guint)source >= PLEG_RELIST_SOURCE_N)
+        return NULL;
+    for (RelistOutcome o = 0; o < RELIST_OUTCOME_N; o++)
+        if (strcmp(outcome, relist_outcomes[o]) == 0)
+            return pleg->series.relist_requests[source][o];
+    return NULL;
 }
 
 PlegGeneric *

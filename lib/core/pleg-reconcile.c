@@ -276,9 +276,9 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     pleg->last_relist_attempt_ns = timestamp_ns;
     g_mutex_unlock(&pleg->state_lock);
     if (last_ns > 0)
-        pleg_metric_observe(pleg->m.relist_interval, NULL,
-                            (double)elapsed_usec_since(pleg, last_ns, last_mono_usec) /
-                                G_USEC_PER_SEC);
+        pleg_metric_series_observe(pleg->series.relist_interval,
+                                   (double)elapsed_usec_since(pleg, last_ns, last_mono_usec) /
+                                       G_USEC_PER_SEC);
 
     if (!pleg_runtime_list_pod_sandboxes(pleg->runtime, &sandboxes, pleg->cancellable, error) ||
         !pleg_runtime_list_containers(pleg->runtime, NULL, &containers, pleg->cancellable, error)) {
@@ -329,8 +329,8 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     ok = TRUE;
 
 out:
-    pleg_metric_observe(pleg->m.relist_duration, NULL,
-                        (double)(g_get_monotonic_time() - start_usec) / G_USEC_PER_SEC);
+    pleg_metric_series_observe(pleg->series.relist_duration,
+                               (double)(g_get_monotonic_time() - start_usec) / G_USEC_PER_SEC);
     g_mutex_lock(&pleg->state_lock);
     pleg->relist_finished = TRUE;
     g_mutex_unlock(&pleg->state_lock);
@@ -454,8 +454,8 @@ pleg_generic_relist_pod(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource
         redeliver_missed(pleg, pod_uid);
         g_mutex_unlock(&pleg->state_lock);
     }
-    pleg_metric_observe(pleg->m.pod_relist_duration, NULL,
-                        (double)(g_get_monotonic_time() - start_usec) / G_USEC_PER_SEC);
+    pleg_metric_series_observe(pleg->series.pod_relist_duration,
+                               (double)(g_get_monotonic_time() - start_usec) / G_USEC_PER_SEC);
     g_mutex_unlock(&pleg->relist_lock);
     return ok;
 }

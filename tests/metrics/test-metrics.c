@@ -573,6 +573,135 @@ START_TEST(test_number_format)
 }
 END_TEST
 
+/* Series handles: resolved once, shown at their first update, valid across a reset. */
+START_TEST(test_series)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    static const char *const labels[] = {"relist_source", NULL};
+    g_autofree char *hidden = NULL, *shown = NULL, *after_reset = NULL, *again = NULL;
+    PlegMetric *counter, *gauge, *hist;
+    PlegMetricSeries *global, *post_sync, *level, *latency;
+
+    counter = pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_events_total", "E.",
+                                    labels, NULL, 0);
+    gauge = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_level", "L.", NULL, NULL, 0);
+    hist = pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_seconds", "S.", labels,
+                                 (const double[]){1}, 1);
+
+    global = pleg_metric_get_series(counter, LV("global"));
+    post_sync = pleg_metric_get_series(counter, LV("post_sync"));
+    level = pleg_metric_get_series(gauge, NULL);
+    latency = pleg_metric_get_series(hist, LV("global"));
+    ck_assert_ptr_nonnull(global);
+    ck_assert_ptr_nonnull(level);
+    ck_assert_ptr_nonnull(latency);
+    ck_assert_ptr_ne(global, post_sync);
+    ck_assert_ptr_eq(pleg_metric_get_series(counter, LV("global")), global);
+
+    /* Resolving shows nothing: the text is the one of a registry never updated. */
+    hidden = expose(registry);
+    ck_assert_str_eq(hidden, "# HELP test_events_total E.\n"
+                             "# TYPE test_events_total counter\n"
+                             "# HELP test_level L.\n"
+                             "# TYPE test_level gauge\n"
+                             "test_level 0\n"
+                             "# HELP test_seconds S.\n"
+                             "# TYPE test_seconds histogram\n");
+
+    pleg_metric_series_inc(global);
+    pleg_metric_series_add(global, 2.5);
+    pleg_metric_inc(counter, LV("global")); /* the label path updates the same series */
+    pleg_metric_series_set(level, -4);
+    pleg_metric_series_add(level, 1.5);
+    pleg_metric_series_observe(latency, 0.5);
+    pleg_metric_series_observe(latency, 3);
+    ck_assert_double_eq(pleg_metric_get(counter, LV("global")), 4.5);
+    ck_assert_double_eq(pleg_metric_get(counter, LV("post_sync")), 0);
+    ck_assert_double_eq(pleg_metric_get(gauge, NULL), -2.5);
+    ck_assert_uint_eq(pleg_metric_get_count(hist, LV("global")), 2);
+    ck_assert_double_eq(pleg_metric_get(hist, LV("global")), 3.5);
+
+    shown = expose(registry);
+    ck_assert_str_eq(shown, "# HELP test_events_total E.\n"
+                            "# TYPE test_events_total counter\n"
+                            "test_events_total{relist_source=\"global\"} 4.5\n"
+                            "# HELP test_level L.\n"
+                            "# TYPE test_level gauge\n"
+                            "test_level -2.5\n"
+                            "# HELP test_seconds S.\n"
+                            "# TYPE test_seconds histogram\n"
+                            "test_seconds_bucket{relist_source=\"global\",le=\"1\"} 1\n"
+                            "test_seconds_bucket{relist_source=\"global\",le=\"+Inf\"} 2\n"
+                            "test_seconds_sum{relist_source=\"global\"} 3.5\n"
+                            "test_seconds_count{relist_source=\"global\"} 2\n");
+
+    /* A reset hides the series at zero; the handles stay valid and show them again. */
+    pleg_metric_reset(counter);
+    pleg_metric_reset(gauge);
+    pleg_metric_reset(hist);
+    after_reset = expose(registry);
+    ck_assert_str_eq(after_reset, hidden);
+    ck_assert_double_eq(pleg_metric_get(counter, LV("global")), 0);
+    ck_assert_uint_eq(pleg_metric_get_count(hist, LV("global")), 0);
+    pleg_metric_series_add(global, 4.5);
+    pleg_metric_series_set(level, -2.5);
+    pleg_metric_series_observe(latency, 3);
+    pleg_metric_series_observe(latency, 0.5);
+    again = expose(registry);
+    ck_assert_str_eq(again, shown);
+
+    /* A gauge set to NaN shows NaN, however the NaN was made. */
+    pleg_metric_series_set(level, -NAN);
+    {
+        g_autofree char *text = expose(registry);
+        ck_assert_contains(text, "\ntest_level NaN\n");
+    }
+}
+END_TEST
+
+START_TEST(test_series_misuse)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    g_autofree char *before = NULL, *after = NULL;
+    PlegMetric *counter, *gauge, *hist;
+    PlegMetricSeries *c, *g, *h;
+
+    counter = pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_total", "T.",
+                                    (const char *const[]){"reason", NULL}, NULL, 0);
+    gauge = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_gauge", "G.", NULL, NULL, 0);
+    hist =
+        pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_seconds", "S.", NULL, NULL, 0);
+    c = pleg_metric_get_series(counter, LV("a"));
+    g = pleg_metric_get_series(gauge, NULL);
+    h = pleg_metric_get_series(hist, NULL);
+    pleg_metric_series_inc(c);
+    before = expose(registry);
+
+    /* Wrong label values give no handle; a wrong update leaves the series unchanged. */
+    expect_critical_begin();
+    ck_assert_ptr_null(pleg_metric_get_series(counter, NULL));
+    ck_assert_ptr_null(pleg_metric_get_series(counter, LV("\xff")));
+    ck_assert_ptr_null(pleg_metric_get_series(gauge, LV("extra")));
+    pleg_metric_series_add(c, -1);
+    pleg_metric_series_set(c, 5);
+    pleg_metric_series_observe(c, 1);
+    pleg_metric_series_observe(g, 1);
+    pleg_metric_series_add(h, 1);
+    pleg_metric_series_inc(h);
+    pleg_metric_series_set(h, 1);
+    ck_assert_uint_eq(expect_critical_end(), 10);
+    after = expose(registry);
+    ck_assert_str_eq(after, before);
+
+    /* NULL costs nothing, so a refused metric's handle may be used as any other. */
+    ck_assert_ptr_null(pleg_metric_get_series(NULL, NULL));
+    pleg_metric_series_add(NULL, 1);
+    pleg_metric_series_inc(NULL);
+    pleg_metric_series_set(NULL, 1);
+    pleg_metric_series_observe(NULL, 1);
+}
+END_TEST
+
 #define N_THREADS    4
 #define N_INCREMENTS 50000
 
@@ -616,6 +745,66 @@ START_TEST(test_concurrent)
 }
 END_TEST
 
+static gpointer
+hammer_series(gpointer data)
+{
+    PlegMetricsRegistry *registry = data;
+    PlegMetric *counter = pleg_metrics_lookup(registry, "test_concurrent_total");
+    PlegMetric *hist = pleg_metrics_lookup(registry, "test_concurrent_seconds");
+    PlegMetricSeries *series[] = {
+        pleg_metric_get_series(counter, LV("global")),
+        pleg_metric_get_series(counter, LV("post_sync")),
+    };
+    PlegMetricSeries *observations = pleg_metric_get_series(hist, NULL);
+
+    for (guint i = 0; i < N_INCREMENTS; i++) {
+        pleg_metric_series_inc(series[i % 2]);
+        pleg_metric_series_observe(observations, 0.25);
+    }
+    return NULL;
+}
+
+/* Lock-free counter updates lose no increment; a histogram's series is always read whole. */
+START_TEST(test_concurrent_series)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    GThread *threads[N_THREADS];
+    PlegMetric *counter, *hist;
+    guint n_exposed = 0;
+
+    counter = pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "test_concurrent_total", "C.",
+                                    (const char *const[]){"relist_source", NULL}, NULL, 0);
+    hist = pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM, "test_concurrent_seconds", "H.",
+                                 NULL, (const double[]){1}, 1);
+
+    for (guint i = 0; i < N_THREADS; i++)
+        threads[i] = g_thread_new("hammer", hammer_series, registry);
+    /* While they run: every text has +Inf bucket == count == 4 * sum. */
+    while (n_exposed < 200) {
+        g_autofree char *text = pleg_metrics_registry_expose(registry);
+        const char *inf = strstr(text, "test_concurrent_seconds_bucket{le=\"+Inf\"} ");
+        const char *sum = strstr(text, "test_concurrent_seconds_sum ");
+        const char *count = strstr(text, "test_concurrent_seconds_count ");
+        double n_inf, n_sum, n_count;
+
+        ck_assert(inf && sum && count);
+        n_inf = g_ascii_strtod(strchr(inf, ' ') + 1, NULL);
+        n_sum = g_ascii_strtod(strchr(sum, ' ') + 1, NULL);
+        n_count = g_ascii_strtod(strchr(count, ' ') + 1, NULL);
+        ck_assert_double_eq(n_inf, n_count);
+        ck_assert_double_eq(n_sum * 4, n_count);
+        n_exposed++;
+    }
+    for (guint i = 0; i < N_THREADS; i++)
+        g_thread_join(threads[i]);
+
+    ck_assert_double_eq(pleg_metric_get(counter, LV("global")), N_THREADS * N_INCREMENTS / 2);
+    ck_assert_double_eq(pleg_metric_get(counter, LV("post_sync")), N_THREADS * N_INCREMENTS / 2);
+    ck_assert_uint_eq(pleg_metric_get_count(hist, NULL), N_THREADS * N_INCREMENTS);
+    ck_assert_double_eq(pleg_metric_get(hist, NULL), N_THREADS * N_INCREMENTS * 0.25);
+}
+END_TEST
+
 START_TEST(test_refcount)
 {
     PlegMetricsRegistry *registry = pleg_metrics_registry_new();
@@ -632,9 +821,19 @@ START_TEST(test_refcount)
 }
 END_TEST
 
-/* A registry holding every kind, labelled and not, with values that need escaping. */
+/* A registry holding every kind, labelled and not, with values that need escaping; updated by
+ * label values or through series handles, which must expose the same text. */
+#define OBSERVE(m, lv, v)                                                                          \
+    (through_series ? pleg_metric_series_observe(pleg_metric_get_series((m), (lv)), (v))           \
+                    : pleg_metric_observe((m), (lv), (v)))
+#define ADD(m, lv, v)                                                                              \
+    (through_series ? pleg_metric_series_add(pleg_metric_get_series((m), (lv)), (v))               \
+                    : pleg_metric_add((m), (lv), (v)))
+#define SET(m, lv, v)                                                                              \
+    (through_series ? pleg_metric_series_set(pleg_metric_get_series((m), (lv)), (v))               \
+                    : pleg_metric_set((m), (lv), (v)))
 static PlegMetricsRegistry *
-full_registry(void)
+full_registry_updated(gboolean through_series)
 {
     PlegMetricsRegistry *registry = pleg_metrics_registry_new();
     PlegMetric *m;
@@ -642,9 +841,9 @@ full_registry(void)
     m = pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM,
                               "kubelet_pleg_relist_duration_seconds",
                               "Duration in seconds for relisting pods in PLEG.", NULL, NULL, 0);
-    pleg_metric_observe(m, NULL, 0.007);
-    pleg_metric_observe(m, NULL, 0.3);
-    pleg_metric_observe(m, NULL, 42);
+    OBSERVE(m, NULL, 0.007);
+    OBSERVE(m, NULL, 0.3);
+    OBSERVE(m, NULL, 42);
 
     pleg_metrics_register(registry, PLEG_METRIC_HISTOGRAM,
                           "kubelet_pleg_pod_relist_duration_seconds",
@@ -653,15 +852,15 @@ full_registry(void)
     m = pleg_metrics_register(
         registry, PLEG_METRIC_HISTOGRAM, "kubelet_evented_pleg_connection_latency_seconds",
         "Latency, by source.", (const char *const[]){"source", NULL}, (const double[]){0.1, 1}, 2);
-    pleg_metric_observe(m, LV("a"), 0.05);
-    pleg_metric_observe(m, LV("b\\\"\n"), 5);
+    OBSERVE(m, LV("a"), 0.05);
+    OBSERVE(m, LV("b\\\"\n"), 5);
 
     m = pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "kubelet_pleg_events_total",
                               "Events by relist source.\nSecond line with a \\ backslash.",
                               (const char *const[]){"relist_source", NULL}, NULL, 0);
-    pleg_metric_add(m, LV("global"), 12);
-    pleg_metric_add(m, LV("post_sync"), 3);
-    pleg_metric_add(m, LV("evented_pleg"), 0.5);
+    ADD(m, LV("global"), 12);
+    ADD(m, LV("post_sync"), 3);
+    ADD(m, LV("evented_pleg"), 0.5);
 
     pleg_metrics_register(registry, PLEG_METRIC_COUNTER, "kubelet_pleg_unused_total",
                           "Never incremented.", NULL, NULL, 0);
@@ -672,21 +871,39 @@ full_registry(void)
     m = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "kubelet_pleg_last_seen_seconds",
                               "Timestamp in seconds when PLEG was last seen active.", NULL, NULL,
                               0);
-    pleg_metric_set(m, NULL, 1795966735.123456);
+    SET(m, NULL, 1795966735.123456);
 
     m = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "kubelet_running_containers",
                               "Number of containers currently running.",
                               (const char *const[]){"container_state", NULL}, NULL, 0);
-    pleg_metric_set(m, LV("running"), 3);
-    pleg_metric_set(m, LV("exited"), 1);
-    pleg_metric_set(m, LV("unknown"), NAN);
-    pleg_metric_set(m, LV("created"), -INFINITY);
+    SET(m, LV("running"), 3);
+    SET(m, LV("exited"), 1);
+    SET(m, LV("unknown"), NAN);
+    SET(m, LV("created"), -INFINITY);
 
     m = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "kubelet_running_pods",
                               "Number of pods that have a running pod sandbox.", NULL, NULL, 0);
-    pleg_metric_set(m, NULL, 2);
+    SET(m, NULL, 2);
     return registry;
 }
+
+static PlegMetricsRegistry *
+full_registry(void)
+{
+    return full_registry_updated(FALSE);
+}
+
+/* Updating by label values and through handles renders the same text, byte for byte. */
+START_TEST(test_series_golden)
+{
+    g_autoptr(PlegMetricsRegistry) by_labels = full_registry_updated(FALSE);
+    g_autoptr(PlegMetricsRegistry) by_series = full_registry_updated(TRUE);
+    g_autofree char *a = pleg_metrics_registry_expose(by_labels);
+    g_autofree char *b = pleg_metrics_registry_expose(by_series);
+
+    ck_assert_str_eq(b, a);
+}
+END_TEST
 
 START_TEST(test_promtool)
 {
@@ -781,7 +998,11 @@ metrics_suite(void)
     tcase_add_test(tc, test_registration_reasons);
     tcase_add_test(tc, test_escaping);
     tcase_add_test(tc, test_number_format);
+    tcase_add_test(tc, test_series);
+    tcase_add_test(tc, test_series_misuse);
+    tcase_add_test(tc, test_series_golden);
     tcase_add_test(tc, test_concurrent);
+    tcase_add_test(tc, test_concurrent_series);
     tcase_add_test(tc, test_refcount);
     tcase_add_test(tc, test_promtool);
     tcase_add_test(tc, test_golden);

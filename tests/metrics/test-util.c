@@ -251,6 +251,55 @@ START_TEST(test_rfc3339)
 }
 END_TEST
 
+/* The hand-written formatter agrees with GDateTime's calendar on any instant. */
+static char *
+rfc3339_by_gdatetime(gint64 ns)
+{
+    gint64 secs = ns / 1000000000, nsec = ns % 1000000000;
+    g_autoptr(GDateTime) dt = NULL;
+    g_autofree char *base = NULL;
+    GString *out;
+
+    if (nsec < 0) {
+        nsec += 1000000000;
+        secs--;
+    }
+    dt = g_date_time_new_from_unix_utc(secs);
+    base = g_date_time_format(dt, "%Y-%m-%dT%H:%M:%S");
+    out = g_string_new(base);
+    if (nsec != 0) {
+        g_autofree char *fraction = g_strdup_printf("%09" G_GINT64_FORMAT, nsec);
+        gsize len = strlen(fraction);
+
+        while (len > 0 && fraction[len - 1] == '0')
+            len--;
+        g_string_append_c(out, '.');
+        g_string_append_len(out, fraction, len);
+    }
+    g_string_append_c(out, 'Z');
+    return g_string_free(out, FALSE);
+}
+
+START_TEST(test_rfc3339_calendar)
+{
+    g_autoptr(GRand) rand = g_rand_new_with_seed(3386);
+
+    for (guint i = 0; i < 200000; i++) {
+        gint64 ns;
+        g_autofree char *text = NULL, *expected = NULL;
+
+        if (i % 4 == 0) /* whole seconds, days and leap days: every date of every year */
+            ns = (gint64)g_rand_int_range(rand, -106750, 106750) * 86400 * 1000000000 +
+                 (gint64)g_rand_int_range(rand, 0, 86400) * 1000000000;
+        else
+            ns = (gint64)(((guint64)g_rand_int(rand) << 32) | g_rand_int(rand));
+        text = pleg_time_format_rfc3339(ns);
+        expected = rfc3339_by_gdatetime(ns);
+        ck_assert_str_eq(text, expected);
+    }
+}
+END_TEST
+
 START_TEST(test_gates_defaults)
 {
     g_autoptr(PlegFeatureGates) gates = pleg_feature_gates_new();
@@ -585,6 +634,7 @@ util_suite(void)
     suite_add_tcase(s, durations);
 
     tcase_add_test(times, test_rfc3339);
+    tcase_add_test(times, test_rfc3339_calendar);
     suite_add_tcase(s, times);
 
     tcase_add_test(gates, test_gates_defaults);

@@ -167,3 +167,75 @@ perf_stats(double *values, guint n, double *ret_median, double *ret_min, double 
     *ret_min = values[0];
     *ret_max = values[n - 1];
 }
+
+/* The main thread's instruction count in callgrind's output folder @dir (its "-01" file). */
+static guint64
+read_main_thread_ir(const char *dir)
+{
+    g_autoptr(GDir) listing = g_dir_open(dir, 0, NULL);
+    const char *name;
+
+    while (listing && (name = g_dir_read_name(listing))) {
+        g_autofree char *path = NULL, *text = NULL;
+        const char *summary;
+
+        if (!g_str_has_suffix(name, "-01"))
+            continue;
+        path = g_build_filename(dir, name, NULL);
+        if (!g_file_get_contents(path, &text, NULL, NULL))
+            return 0;
+        summary = strstr(text, "\nsummary: ");
+        if (!summary)
+            summary = strstr(text, "\ntotals: ");
+        return summary ? g_ascii_strtoull(strchr(summary, ':') + 1, NULL, 10) : 0;
+    }
+    return 0;
+}
+
+guint64
+perf_callgrind_count(const char *valgrind, const char *const *argv, const char *toggle_function)
+{
+    g_autofree char *dir = g_dir_make_tmp("perf-callgrind-XXXXXX", NULL);
+    g_autofree char *out_arg = NULL, *toggle_arg = NULL, *err = NULL;
+    g_autoptr(GPtrArray) args = g_ptr_array_new();
+    g_autoptr(GError) error = NULL;
+    guint64 ir = 0;
+    int status;
+
+    if (!dir) {
+        fprintf(stderr, "perf: no temporary folder for callgrind\n");
+        return 0;
+    }
+    out_arg = g_strdup_printf("--callgrind-out-file=%s/callgrind.out", dir);
+    toggle_arg = g_strdup_printf("--toggle-collect=%s", toggle_function);
+    g_ptr_array_add(args, (char *)valgrind);
+    g_ptr_array_add(args, (char *)"--tool=callgrind");
+    /* One file per thread: the count is the main thread's alone. */
+    g_ptr_array_add(args, (char *)"--separate-threads=yes");
+    g_ptr_array_add(args, (char *)"--collect-atstart=no");
+    g_ptr_array_add(args, toggle_arg);
+    g_ptr_array_add(args, out_arg);
+    for (guint i = 0; argv[i]; i++)
+        g_ptr_array_add(args, (char *)argv[i]);
+    g_ptr_array_add(args, NULL);
+
+    if (!g_spawn_sync(NULL, (char **)args->pdata, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                      NULL, &err, &status, &error) ||
+        !g_spawn_check_wait_status(status, &error))
+        fprintf(stderr, "perf: callgrind of %s: %s\n%s", argv[0], error->message, err ? err : "");
+    else if (!(ir = read_main_thread_ir(dir)))
+        fprintf(stderr, "perf: no main-thread count from callgrind in %s\n", dir);
+
+    {
+        g_autoptr(GDir) listing = g_dir_open(dir, 0, NULL);
+        const char *name;
+
+        while (listing && (name = g_dir_read_name(listing))) {
+            g_autofree char *path = g_build_filename(dir, name, NULL);
+
+            g_unlink(path);
+        }
+        g_rmdir(dir);
+    }
+    return ir;
+}

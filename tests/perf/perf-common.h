@@ -37,4 +37,11 @@ void perf_stats(double *values, guint n, double *ret_median, double *ret_min, do
 void perf_stats_of(const void *samples, gsize stride, guint n, gsize offset, double *ret_median,
                    double *ret_min, double *ret_max);
 
+/* Runs @argv (a child mode of the same benchmark) under `valgrind --tool=callgrind` (@valgrind),
+ * counting only inside the functions that match @toggle_function (callgrind's
+ * --toggle-collect, `*` a wildcard) on the main thread.  Returns the instructions executed
+ * there (Ir), or 0 after printing why on stderr when valgrind fails. */
+guint64 perf_callgrind_count(const char *valgrind, const char *const *argv,
+                             const char *toggle_function);
+
 G_END_DECLS

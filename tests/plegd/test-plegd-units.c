@@ -938,6 +938,186 @@ START_TEST(test_json_seq_first)
 }
 END_TEST
 
+/* plegd's event line as JSON-GLib 1.6 wrote it before plegd wrote it directly: the reference the
+ * writer must match byte for byte. */
+static void
+reference_add_string(JsonBuilder *builder, const char *name, const char *value)
+{
+    g_autofree char *valid = NULL;
+
+    json_builder_set_member_name(builder, name);
+    if (value && !g_utf8_validate(value, -1, NULL))
+        value = valid = g_utf8_make_valid(value, -1);
+    json_builder_add_string_value(builder, value);
+}
+
+static void
+reference_add_time(JsonBuilder *builder, const char *name, gint64 unix_ns)
+{
+    g_autofree char *text = pleg_time_format_rfc3339(unix_ns);
+
+    reference_add_string(builder, name, text);
+}
+
+static char *
+reference_json(const PlegPodLifecycleEvent *event, guint64 seq)
+{
+    g_autoptr(JsonBuilder) builder = json_builder_new();
+    g_autoptr(JsonGenerator) generator = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autofree char *text = NULL;
+    GString *fixed = g_string_new(NULL);
+
+    json_builder_begin_object(builder);
+    if (seq > 0) {
+        json_builder_set_member_name(builder, "seq");
+        json_builder_add_int_value(builder, (gint64)seq);
+    }
+    reference_add_time(builder, "time", event->time_ns);
+    reference_add_string(builder, "pod_uid", event->pod_uid);
+    reference_add_string(builder, "type", pleg_pod_lifecycle_event_type_to_string(event->type));
+    if (event->type != PLEG_POD_SYNC && event->container_id)
+        reference_add_string(builder, "container_id", event->container_id);
+    reference_add_string(builder, "relist_source",
+                         pleg_relist_source_to_string(event->relist_source));
+    if (event->type == PLEG_CONTAINER_DIED && event->has_exit) {
+        json_builder_set_member_name(builder, "exit_code");
+        json_builder_add_int_value(builder, event->exit_code);
+        if (event->reason)
+            reference_add_string(builder, "reason", event->reason);
+        if (event->finished_at_ns != 0)
+            reference_add_time(builder, "finished_at", event->finished_at_ns);
+    }
+    json_builder_end_object(builder);
+    root = json_builder_get_root(builder);
+    json_generator_set_root(generator, root);
+    text = json_generator_to_data(generator, NULL);
+
+    /* JSON-GLib 1.6 leaves U+001F raw, which is not JSON: the one byte plegd writes otherwise. */
+    for (const char *p = text; *p; p++) {
+        if (*p == '\x1f')
+            g_string_append(fixed, "\\u001f");
+        else
+            g_string_append_c(fixed, *p);
+    }
+    return g_string_free(fixed, FALSE);
+}
+
+static void
+assert_as_reference(const PlegPodLifecycleEvent *event, guint64 seq)
+{
+    g_autofree char *line =
+        seq > 0 ? plegd_event_to_json_with_seq(event, seq) : plegd_event_to_json(event);
+    g_autofree char *expected = reference_json(event, seq);
+    g_autoptr(JsonObject) object = NULL;
+
+    ck_assert_str_eq(line, expected);
+    object = parse_line(line);
+}
+
+/* Every byte in every string member, and every shape of event, as JSON-GLib wrote them. */
+START_TEST(test_json_as_json_glib)
+{
+    static const PlegPodLifecycleEventType types[] = {
+        PLEG_CONTAINER_STARTED, PLEG_CONTAINER_DIED, PLEG_CONTAINER_REMOVED,
+        PLEG_CONTAINER_CHANGED, PLEG_POD_SYNC,
+    };
+    static const guint64 seqs[] = {0, 1, 42, G_MAXINT64, G_MAXUINT64};
+    static const gint64 times[] = {
+        0, 1, -1, G_GINT64_CONSTANT(1795966735123456789), G_MAXINT64, G_MININT64};
+    static const int exit_codes[] = {0, 1, -1, 137, G_MAXINT, G_MININT};
+    g_autoptr(GRand) rand = g_rand_new_with_seed(10);
+
+    /* Each byte alone and at every place of a word, as the writer copies text a word at a time. */
+    for (guint b = 1; b < 256; b++) {
+        for (guint at = 0; at < 17; at++) {
+            char text[] = "abcdefghijklmnopq";
+            char alone[] = {(char)b, 0};
+            PlegPodLifecycleEvent event = {
+                .pod_uid = text,
+                .type = PLEG_CONTAINER_DIED,
+                .container_id = text + at / 2,
+                .relist_source = PLEG_RELIST_SOURCE_GLOBAL,
+                .time_ns = 5,
+                .has_exit = TRUE,
+                .exit_code = 1,
+                .reason = alone,
+            };
+
+            text[at] = (char)b;
+            assert_as_reference(&event, b);
+        }
+    }
+    for (gsize t = 0; t < G_N_ELEMENTS(types); t++)
+        for (PlegRelistSource src = 0; src < PLEG_RELIST_SOURCE_N; src++)
+            for (guint shape = 0; shape < 16; shape++) {
+                PlegPodLifecycleEvent event = {
+                    .pod_uid = shape & 1 ? NULL : (char *)"uid-1",
+                    .type = types[t],
+                    .container_id = shape & 2 ? NULL : (char *)"c0ffee",
+                    .relist_source = src,
+                    .time_ns = times[shape % G_N_ELEMENTS(times)],
+                    .has_exit = (shape & 4) != 0,
+                    .exit_code = exit_codes[shape % G_N_ELEMENTS(exit_codes)],
+                    .reason = shape & 8 ? NULL : (char *)"OOMKilled",
+                    .finished_at_ns = shape & 3 ? 0 : times[(shape + 1) % G_N_ELEMENTS(times)],
+                };
+
+                assert_as_reference(&event, seqs[shape % G_N_ELEMENTS(seqs)]);
+            }
+    /* Random bytes, most of them not UTF-8, and random valid text. */
+    for (guint i = 0; i < 2000; i++) {
+        char bytes[24];
+        g_autofree char *valid = NULL;
+        PlegPodLifecycleEvent event = {
+            .type = PLEG_CONTAINER_DIED,
+            .relist_source = PLEG_RELIST_SOURCE_EVENTED_PLEG,
+            .time_ns = (gint64)(((guint64)g_rand_int(rand) << 32) | g_rand_int(rand)),
+            .has_exit = TRUE,
+            .exit_code = (int)g_rand_int(rand),
+            .finished_at_ns = g_rand_int(rand),
+        };
+        gsize n = g_rand_int_range(rand, 0, sizeof(bytes));
+
+        for (gsize k = 0; k < n; k++)
+            bytes[k] = (char)g_rand_int_range(rand, 1, 256);
+        bytes[n] = 0;
+        valid = g_utf8_make_valid(bytes, -1);
+        event.pod_uid = bytes;
+        event.container_id = valid;
+        event.reason = i % 2 ? bytes : valid;
+        assert_as_reference(&event, i);
+    }
+}
+END_TEST
+
+/* A line holds no raw control character, so strict JSON parsers take it. */
+START_TEST(test_json_control_characters_escaped)
+{
+    char all[32];
+    PlegPodLifecycleEvent event = {
+        .pod_uid = all,
+        .type = PLEG_POD_SYNC,
+        .relist_source = PLEG_RELIST_SOURCE_GLOBAL,
+        .time_ns = 5,
+    };
+    g_autofree char *line = NULL;
+    g_autoptr(JsonObject) object = NULL;
+
+    for (int c = 1; c < 32; c++)
+        all[c - 1] = (char)c;
+    all[31] = 0;
+    line = plegd_event_to_json(&event);
+    for (const char *p = line; *p; p++)
+        ck_assert_msg((guchar)*p >= 0x20, "raw control character 0x%02x in %s", *p, line);
+    ck_assert(strstr(line, "\"\\u0001\\u0002\\u0003\\u0004\\u0005\\u0006\\u0007\\b\\t\\n"
+                           "\\u000b\\f\\r\\u000e"));
+    ck_assert(strstr(line, "\\u001e\\u001f\""));
+    object = parse_line(line);
+    assert_string_member(object, "pod_uid", all);
+}
+END_TEST
+
 static Suite *
 plegd_units_suite(void)
 {
@@ -956,6 +1136,8 @@ plegd_units_suite(void)
     tcase_add_test(tc, test_ring_seq_and_eviction);
     tcase_add_test(tc, test_ring_check_since);
     tcase_add_test(tc, test_json_seq_first);
+    tcase_add_test(tc, test_json_as_json_glib);
+    tcase_add_test(tc, test_json_control_characters_escaped);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("output");

@@ -14,6 +14,7 @@ G_BEGIN_DECLS
 
 typedef struct _PlegMetricsRegistry PlegMetricsRegistry;
 typedef struct _PlegMetric PlegMetric;
+typedef struct _PlegMetricSeries PlegMetricSeries;
 
 typedef enum {
     PLEG_METRIC_COUNTER,
@@ -38,8 +39,10 @@ const double *pleg_metrics_default_buckets(gsize *ret_n_buckets);
 /**
  * pleg_metrics_registry_new:
  *
- * One lock per registry guards its names and every series of its metrics; no function of this
- * header calls out with it held, so it nests inside any other lock.
+ * One lock per registry guards its names and the table of series of each metric; no function of
+ * this header calls out with it held, so it nests inside any other lock.  An update through a
+ * #PlegMetricSeries takes no registry lock: a counter's or gauge's series is one atomic value,
+ * a histogram's series has a small lock of its own.
  *
  * Thread safety: callable from any thread, as is every function in this header on a registry
  * or metric that is still referenced.
@@ -157,6 +160,69 @@ void pleg_metric_set(PlegMetric *metric, const char *const *label_values, double
 void pleg_metric_observe(PlegMetric *metric, const char *const *label_values, double value);
 
 /**
+ * pleg_metric_get_series:
+ * @metric: (nullable): a metric; %NULL gives %NULL.
+ * @label_values: (nullable) (array): one value per label name, in order (%NULL when the metric
+ *   has no labels); values come from closed sets.
+ *
+ * Resolves label values to their series once, so that later updates through the handle neither
+ * hash nor check strings (as Prometheus clients' `WithLabelValues()` children).  Resolving does
+ * not show the series: it appears in pleg_metrics_registry_expose() at its first update, as with
+ * pleg_metric_add().  Wrong label values are a bug of the caller (a critical, %NULL).
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Returns: (transfer none) (nullable): the series, owned by @metric and valid as long as the
+ *   registry, pleg_metric_reset() included (a reset hides it until its next update).  Every
+ *   series function ignores %NULL.
+ */
+PlegMetricSeries *pleg_metric_get_series(PlegMetric *metric, const char *const *label_values);
+
+/**
+ * pleg_metric_series_add:
+ * @series: (nullable): a series of a counter or gauge, from pleg_metric_get_series().
+ * @value: what to add, in the metric's unit; a counter takes no negative value.
+ *
+ * pleg_metric_add() on a resolved series: one atomic compare-and-swap, no lock.  A histogram
+ * or a negative counter increment is a bug of the caller (a critical; the series is unchanged).
+ *
+ * Thread safety: callable from any thread.
+ */
+void pleg_metric_series_add(PlegMetricSeries *series, double value);
+
+/**
+ * pleg_metric_series_inc:
+ * @series: (nullable): a series of a counter or gauge.
+ *
+ * pleg_metric_series_add() of 1.
+ *
+ * Thread safety: callable from any thread.
+ */
+void pleg_metric_series_inc(PlegMetricSeries *series);
+
+/**
+ * pleg_metric_series_set:
+ * @series: (nullable): a series of a gauge.
+ * @value: the new value, in the metric's unit.
+ *
+ * pleg_metric_set() on a resolved series: one atomic store, no lock.
+ *
+ * Thread safety: callable from any thread.
+ */
+void pleg_metric_series_set(PlegMetricSeries *series, double value);
+
+/**
+ * pleg_metric_series_observe:
+ * @series: (nullable): a series of a histogram.
+ * @value: one observation, in the unit of the buckets.
+ *
+ * pleg_metric_observe() on a resolved series, under the series' own lock only.
+ *
+ * Thread safety: callable from any thread.
+ */
+void pleg_metric_series_observe(PlegMetricSeries *series, double value);
+
+/**
  * pleg_metric_get:
  *
  * Thread safety: callable from any thread.
@@ -177,8 +243,9 @@ guint64 pleg_metric_get_count(PlegMetric *metric, const char *const *label_value
 /**
  * pleg_metric_reset:
  *
- * Removes every series of @metric (used by gauges that are recomputed, like
- * kubelet_running_containers).
+ * Hides every series of @metric at zero until its next update (used by gauges that are
+ * recomputed, like kubelet_running_containers); handles from pleg_metric_get_series() stay
+ * valid.
  *
  * Thread safety: callable from any thread; an update racing with the reset lands before or
  *   after it, never half.
@@ -192,8 +259,9 @@ void pleg_metric_reset(PlegMetric *metric);
  * `# TYPE` lines; histograms as `_bucket{le=...}`, `_sum` and `_count`.  Metrics without a
  * series are rendered with their HELP/TYPE lines only (unlabelled ones with a zero sample).
  *
- * Thread safety: callable from any thread; the text is one consistent snapshot (updates wait
- *   for the rendering).
+ * Thread safety: callable from any thread; each series is rendered from one consistent reading
+ *   (a histogram's buckets, sum and count agree), and no update waits for the rendering, so two
+ *   series may be read an update apart.
  *
  * Returns: (transfer full): the text.
  */
