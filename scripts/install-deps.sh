@@ -21,6 +21,7 @@ packages=(
     curl jq # the plegd-events test runs README's `curl -sN .../events | jq` consumer
     scdoc   # builds the manual pages plegd(8) and libpleg(3) from doc/man/*.scd.in
     man-db  # man -l --warnings: the doc suite renders each page and fails on any warning
+    gnuplot-nox # scripts/bench.sh's plots
     # a real runtime for tests/integration and the demo; busybox and a static libc build its image
     containerd runc busybox-static libc6-dev
 )
