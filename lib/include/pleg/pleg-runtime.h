@@ -64,7 +64,8 @@ typedef struct {
  * alike (the relist or pod inspection fails and is retried later).
  *
  * Thread safety: the PLEG calls the slots on its dispatcher thread, on the threads of its
- * reconcile pool (up to four at once, each with its own pod) and on any thread that calls
+ * reconcile pool (each with its own pod; as many at once as
+ * #PlegGenericConfig.max_status_calls_in_flight allows status calls) and on any thread that calls
  * pleg_generic_relist() or pleg_generic_relist_pod(), so an implementation must take calls
  * from several threads at once.  No lock of the PLEG other than its relist lock is held during
  * a call; an operation must not call pleg_generic_relist(), pleg_generic_relist_pod(),
