@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Relists: a global relist lists everything, groups it into pods and reconciles each pod
- * (inspection, pod cache, record, delivery); a targeted relist does the same for one pod. */
+ * (inspection, pod cache, record, delivery); targeted relists do the same for the pods asked,
+ * several at once when the dispatcher serves its queue.  The pods of one relist are inspected
+ * together under one bound on status calls in flight. */
 #include "pleg-config.h"
 
 #include "pleg-generic-private.h"
-
-/* --- inspection --------------------------------------------------------------------------- */
 
 static gboolean
 has_ready_sandbox(const PlegPodStatus *status)
@@ -18,35 +18,95 @@ has_ready_sandbox(const PlegPodStatus *status)
     return FALSE;
 }
 
-/* kubelet's GetPodStatus: every sandbox's status, newest first, then the status of every
- * container the listing placed in the pod, asked all at once (pleg_runtime_get_statuses()), in
- * arrays of at most @max_calls so that the pod never has more calls in flight than it was given.
- * The listing that built @pod is moments old, so the containers are not listed again.  Objects
- * that vanish meanwhile are skipped; any other error fails the pod, and the arrays after it are
- * not asked (a hung runtime costs one deadline). */
+/* --- the bound on status calls ------------------------------------------------------------ */
+
+/* A relist reconciles its pods together: each pod that must be inspected is a task of the
+ * reconcile pool, and every array of status calls it sends waits for its turn under
+ * max_status_calls_in_flight, counted over all the relist's pods.  The bound is on calls, not
+ * pods or threads: the pool has as many threads as the bound, so a pod never waits for a
+ * thread, and a pod whose call hangs to its deadline holds only its own calls.  Turns are
+ * taken in order (a ticket each), so an array of many calls is not passed over by smaller ones.
+ * Each pod is still published as one unit under state_lock, so events within a pod keep their
+ * order; across pods there is none. */
+typedef struct {
+    PlegGeneric *pleg;
+    gint64 timestamp_ns;
+    GMutex lock;
+    GCond cond;       /* calls freed, or a task ended */
+    guint free_calls; /* status calls that may still start */
+    guint64 next_ticket, serving;
+    guint pending; /* tasks pushed and not ended */
+} ReconcileBatch;
+
+static void
+calls_acquire(ReconcileBatch *batch, guint n)
+{
+    guint64 ticket;
+
+    g_mutex_lock(&batch->lock);
+    ticket = batch->next_ticket++;
+    while (ticket != batch->serving || batch->free_calls < n)
+        g_cond_wait(&batch->cond, &batch->lock);
+    batch->free_calls -= n;
+    batch->serving++;
+    g_cond_broadcast(&batch->cond);
+    g_mutex_unlock(&batch->lock);
+}
+
+static void
+calls_release(ReconcileBatch *batch, guint n)
+{
+    g_mutex_lock(&batch->lock);
+    batch->free_calls += n;
+    g_cond_broadcast(&batch->cond);
+    g_mutex_unlock(&batch->lock);
+}
+
+/* --- inspection --------------------------------------------------------------------------- */
+
+/* Asks @queries[0..n) with pleg_runtime_get_statuses() in arrays of at most the bound, each in
+ * its turn.  Returns the first failure other than not-found; the arrays after it are not asked,
+ * so a hung runtime costs one deadline. */
+static GError *
+ask_statuses(PlegGeneric *pleg, ReconcileBatch *batch, PlegStatusQuery *queries, guint n)
+{
+    guint max_calls = pleg->config.max_status_calls_in_flight;
+
+    for (guint first = 0; first < n; first += max_calls) {
+        guint len = MIN(max_calls, n - first);
+
+        calls_acquire(batch, len);
+        pleg_runtime_get_statuses(pleg->runtime, queries + first, len, pleg->cancellable);
+        calls_release(batch, len);
+        for (guint i = first; i < first + len; i++) {
+            if (queries[i].error && !pleg_error_is_not_found(queries[i].error))
+                return g_steal_pointer(&queries[i].error);
+        }
+    }
+    return NULL;
+}
+
+/* kubelet's GetPodStatus: the status of every sandbox, newest first, then the status of every
+ * container the listing placed in the pod, each group's calls in flight together.  The listing
+ * that built @pod is moments old, so the containers are not listed again.  Objects that vanish
+ * meanwhile are skipped; any other error fails the pod. */
 static PlegPodStatus *
-inspect_pod(PlegGeneric *pleg, const PodSnapshot *pod, PlegPodStatus *previous, guint max_calls,
-            GError **error)
+inspect_pod(PlegGeneric *pleg, ReconcileBatch *batch, const PodSnapshot *pod,
+            PlegPodStatus *previous, GError **error)
 {
     g_autoptr(PlegPodStatus) status = pleg_pod_status_new(pod->uid);
     guint n_sandboxes = pod->sandboxes->len;
     guint n_queries = n_sandboxes + pod->containers->len;
     g_autofree PlegStatusQuery *queries = g_new0(PlegStatusQuery, n_queries);
-    GError *failure = NULL;
+    GError *failure;
 
     for (guint i = 0; i < n_sandboxes; i++)
         queries[i].pod_sandbox_id = ((const PodEntry *)pod->sandboxes->pdata[i])->id;
     for (guint i = 0; i < pod->containers->len; i++)
         queries[n_sandboxes + i].container_id = ((const PodEntry *)pod->containers->pdata[i])->id;
-    for (guint first = 0; first < n_queries && !failure; first += max_calls) {
-        guint n = MIN(max_calls, n_queries - first);
-
-        pleg_runtime_get_statuses(pleg->runtime, queries + first, n, pleg->cancellable);
-        for (guint i = first; i < first + n && !failure; i++) {
-            if (queries[i].error && !pleg_error_is_not_found(queries[i].error))
-                failure = g_steal_pointer(&queries[i].error);
-        }
-    }
+    failure = ask_statuses(pleg, batch, queries, n_sandboxes);
+    if (!failure)
+        failure = ask_statuses(pleg, batch, queries + n_sandboxes, n_queries - n_sandboxes);
     if (failure) {
         for (guint i = 0; i < n_queries; i++)
             pleg_status_query_clear(&queries[i]);
@@ -100,7 +160,6 @@ typedef struct {
     PodSnapshot *current; /* what to inspect; NULL when the pod is gone */
     PodSnapshot *old;     /* keeps the transitions' ids alive */
     gboolean reinspect;
-    guint n_calls; /* status calls the inspection makes at most at once */
     gboolean fresh; /* the result: see reconcile_publish() */
 } PodWork;
 
@@ -145,9 +204,6 @@ reconcile_prepare(PlegGeneric *pleg, PodWork *work)
     work->current = rec->current ? pod_snapshot_ref(rec->current) : NULL;
     work->old = rec->old ? pod_snapshot_ref(rec->old) : NULL;
     g_mutex_unlock(&pleg->state_lock);
-    if (work->current)
-        work->n_calls = MIN(work->current->sandboxes->len + work->current->containers->len,
-                            pleg->config.max_status_calls_in_flight);
     return TRUE;
 }
 
@@ -157,8 +213,9 @@ reconcile_prepare(PlegGeneric *pleg, PodWork *work)
  * the pod is now as fresh as @timestamp_ns, FALSE when the pod is suspended or its inspection
  * failed. */
 static void
-reconcile_publish(PlegGeneric *pleg, PodWork *work, gint64 timestamp_ns)
+reconcile_publish(PlegGeneric *pleg, ReconcileBatch *batch, PodWork *work)
 {
+    gint64 timestamp_ns = batch->timestamp_ns;
     const char *pod_uid = work->pod_uid;
     g_autoptr(PlegPodStatus) previous = NULL;
     g_autoptr(PlegPodStatus) status = NULL;
@@ -168,7 +225,7 @@ reconcile_publish(PlegGeneric *pleg, PodWork *work, gint64 timestamp_ns)
 
     if (work->current) {
         pleg_pod_cache_get(pleg->cache, pod_uid, &previous, NULL, NULL);
-        status = inspect_pod(pleg, work->current, previous, MAX(work->n_calls, 1), &error);
+        status = inspect_pod(pleg, batch, work->current, previous, &error);
     }
 
     g_mutex_lock(&pleg->state_lock);
@@ -236,22 +293,6 @@ update_running_metrics(PlegGeneric *pleg, GHashTable *pods, GPtrArray *container
                         (const char *[]){pleg_container_state_to_string(s)}, counts[s]);
 }
 
-/* A relist reconciles its pods together: each pod that must be inspected becomes a task of
- * the reconcile pool, started once the status calls it makes at most at once fit under
- * max_status_calls_in_flight with those of the pods still in flight.  The bound is on calls,
- * not pods or threads: the pool has as many threads as the bound, so threads are never what a
- * pod waits for, and a pod whose call hangs to its deadline holds only its own calls.  Each pod
- * is still published as one unit under state_lock, so events within a pod keep their order;
- * across pods there is none. */
-typedef struct {
-    PlegGeneric *pleg;
-    gint64 timestamp_ns;
-    GMutex lock;
-    GCond cond;   /* a task ended */
-    guint pending;     /* tasks pushed and not ended */
-    guint free_calls;  /* status calls that may still start */
-} ReconcileBatch;
-
 typedef struct {
     ReconcileBatch *batch;
     PodWork *work;
@@ -263,32 +304,25 @@ reconcile_task(gpointer data, gpointer user_data)
     ReconcileTask *task = data;
     ReconcileBatch *batch = task->batch;
 
-    reconcile_publish(batch->pleg, task->work, batch->timestamp_ns);
+    reconcile_publish(batch->pleg, batch, task->work);
 
     g_mutex_lock(&batch->lock);
-    batch->free_calls += task->work->n_calls;
     batch->pending--;
-    g_cond_signal(&batch->cond);
+    g_cond_broadcast(&batch->cond);
     g_mutex_unlock(&batch->lock);
     g_free(task);
 }
 
-/* Starts @work's inspection on the pool once its calls fit under the bound. */
 static void
 start_task(PlegGeneric *pleg, ReconcileBatch *batch, PodWork *work)
 {
-    ReconcileTask *task;
+    ReconcileTask *task = g_new(ReconcileTask, 1);
 
-    g_mutex_lock(&batch->lock);
-    while (batch->free_calls < work->n_calls)
-        g_cond_wait(&batch->cond, &batch->lock);
-    batch->free_calls -= work->n_calls;
-    batch->pending++;
-    g_mutex_unlock(&batch->lock);
-
-    task = g_new(ReconcileTask, 1);
     task->batch = batch;
     task->work = work;
+    g_mutex_lock(&batch->lock);
+    batch->pending++;
+    g_mutex_unlock(&batch->lock);
     g_thread_pool_push(pleg->reconcile_pool, task, NULL);
 }
 
@@ -314,7 +348,7 @@ reconcile_pods(PlegGeneric *pleg, PodWork *works, guint n, gint64 timestamp_ns)
             continue;
         if (!work->current) {
             /* Gone: nothing to ask the runtime, only events to publish. */
-            reconcile_publish(pleg, work, timestamp_ns);
+            reconcile_publish(pleg, &batch, work);
         } else if (!started && !held) {
             held = work;
         } else {
@@ -326,7 +360,7 @@ reconcile_pods(PlegGeneric *pleg, PodWork *works, guint n, gint64 timestamp_ns)
     }
     /* A lone pod is inspected on this thread: a targeted relist of one pod needs no pool. */
     if (held)
-        reconcile_publish(pleg, held, timestamp_ns);
+        reconcile_publish(pleg, &batch, held);
 
     g_mutex_lock(&batch.lock);
     while (batch.pending > 0)

@@ -52,8 +52,9 @@ typedef struct {
  *   Implementations may return more than the pod's sandboxes; callers keep only those whose
  *   @uid matches.  %NULL (or a table whose @size predates the slot) lists every sandbox.
  * @get_statuses: (nullable): answers every query of an array, each with a status or an error,
- *   with the calls in flight together where the implementation can; the PLEG inspects a pod's
- *   sandboxes and containers with one such array (kubelet's GetPodStatus).  The CRI client
+ *   with the calls in flight together where the implementation can; the PLEG inspects a pod
+ *   with two such arrays, its sandboxes then its containers (kubelet's GetPodStatus), each of at
+ *   most #PlegGenericConfig.max_status_calls_in_flight queries.  The CRI client
  *   puts up to 32 PodSandboxStatus and ContainerStatus calls on its connection at once, all
  *   under one deadline (its timeout, from the start of the array).  %NULL (or a table whose
  *   @size predates the slot) asks @pod_sandbox_status and @container_status one query after
