@@ -219,6 +219,7 @@ START_TEST(test_queued_requests_one_pass)
         const char *uid, *container;
         PlegRelistSource source;
     } asked[] = {
+        {"pod1", "c1", PLEG_RELIST_SOURCE_EVENTED_PLEG},
         {"pod2", "c2", PLEG_RELIST_SOURCE_EVENTED_PLEG},
         {"pod3", "c3", PLEG_RELIST_SOURCE_POST_SYNC},
         {"pod4", "c4", PLEG_RELIST_SOURCE_POST_ALLOCATION},
@@ -240,7 +241,7 @@ START_TEST(test_queued_requests_one_pass)
     ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod1", PLEG_RELIST_SOURCE_EVENTED_PLEG),
                      PLEG_RELIST_REQUEST_QUEUED);
     ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
-    for (guint i = 0; i < G_N_ELEMENTS(asked); i++)
+    for (guint i = 1; i < G_N_ELEMENTS(asked); i++)
         ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, asked[i].uid, asked[i].source),
                          PLEG_RELIST_REQUEST_QUEUED);
     fake_runtime_unblock(fx->fake);
@@ -248,9 +249,7 @@ START_TEST(test_queued_requests_one_pass)
     ck_assert(wait_until(pod_relists_reach, &cond, WAIT_USEC));
     events = wait_events(fx, 4, WAIT_USEC);
     ck_assert_uint_eq(events->len, 4);
-    ck_assert_int_eq(find_event(events, "pod1", "c1")->relist_source,
-                     PLEG_RELIST_SOURCE_EVENTED_PLEG);
-    for (guint i = 0; i < 3; i++) {
+    for (guint i = 0; i < 4; i++) {
         const PlegPodLifecycleEvent *e = find_event(events, asked[i].uid, asked[i].container);
 
         ck_assert_msg(e != NULL, "no event for %s", asked[i].container);
