@@ -25,40 +25,59 @@ has_ready_sandbox(const PlegPodStatus *status)
  * max_status_calls_in_flight, counted over all the relist's pods.  The bound is on calls, not
  * pods or threads: the pool has as many threads as the bound, so a pod never waits for a
  * thread, and a pod whose call hangs to its deadline holds only its own calls.  Turns are
- * taken in order (a ticket each), so an array of many calls is not passed over by smaller ones.
- * Each pod is still published as one unit under state_lock, so events within a pod keep their
- * order; across pods there is none. */
+ * taken in order, so an array of many calls is not passed over by smaller ones, and calls freed
+ * are handed to the waiters at the head directly: one wake-up per turn, not one per waiting
+ * thread.  Each pod is still published as one unit under state_lock, so events within a pod
+ * keep their order; across pods there is none. */
+typedef struct {
+    GCond cond;
+    guint n;
+    gboolean granted;
+} CallsWaiter;
+
 typedef struct {
     PlegGeneric *pleg;
     gint64 timestamp_ns;
     GMutex lock;
-    GCond cond;       /* calls freed, or a task ended */
+    GCond cond;       /* a task ended */
     guint free_calls; /* status calls that may still start */
-    guint64 next_ticket, serving;
-    guint pending; /* tasks pushed and not ended */
+    GQueue waiters;   /* CallsWaiter, first come first */
+    guint pending;    /* tasks pushed and not ended */
 } ReconcileBatch;
 
 static void
 calls_acquire(ReconcileBatch *batch, guint n)
 {
-    guint64 ticket;
+    CallsWaiter waiter = {.n = n};
 
     g_mutex_lock(&batch->lock);
-    ticket = batch->next_ticket++;
-    while (ticket != batch->serving || batch->free_calls < n)
-        g_cond_wait(&batch->cond, &batch->lock);
-    batch->free_calls -= n;
-    batch->serving++;
-    g_cond_broadcast(&batch->cond);
+    if (batch->waiters.length == 0 && batch->free_calls >= n) {
+        batch->free_calls -= n;
+        g_mutex_unlock(&batch->lock);
+        return;
+    }
+    g_cond_init(&waiter.cond);
+    g_queue_push_tail(&batch->waiters, &waiter);
+    while (!waiter.granted)
+        g_cond_wait(&waiter.cond, &batch->lock);
     g_mutex_unlock(&batch->lock);
+    /* The granter signalled under the lock, which this thread has taken since. */
+    g_cond_clear(&waiter.cond);
 }
 
 static void
 calls_release(ReconcileBatch *batch, guint n)
 {
+    CallsWaiter *waiter;
+
     g_mutex_lock(&batch->lock);
     batch->free_calls += n;
-    g_cond_broadcast(&batch->cond);
+    while ((waiter = g_queue_peek_head(&batch->waiters)) && batch->free_calls >= waiter->n) {
+        batch->free_calls -= waiter->n;
+        g_queue_pop_head(&batch->waiters);
+        waiter->granted = TRUE;
+        g_cond_signal(&waiter->cond);
+    }
     g_mutex_unlock(&batch->lock);
 }
 
@@ -308,7 +327,7 @@ reconcile_task(gpointer data, gpointer user_data)
 
     g_mutex_lock(&batch->lock);
     batch->pending--;
-    g_cond_broadcast(&batch->cond);
+    g_cond_signal(&batch->cond);
     g_mutex_unlock(&batch->lock);
     g_free(task);
 }
@@ -341,6 +360,7 @@ reconcile_pods(PlegGeneric *pleg, PodWork *works, guint n, gint64 timestamp_ns)
 
     g_mutex_init(&batch.lock);
     g_cond_init(&batch.cond);
+    g_queue_init(&batch.waiters);
     for (guint i = 0; i < n; i++) {
         PodWork *work = &works[i];
 
