@@ -5,28 +5,6 @@
 
 #define HOUR_USEC (G_GINT64_CONSTANT(3600) * G_USEC_PER_SEC)
 
-typedef struct {
-    PlegGeneric *pleg;
-    gboolean ok;
-    GError *error;
-} RelistThread;
-
-static gpointer
-relist_thread(gpointer data)
-{
-    RelistThread *rt = data;
-
-    rt->ok = pleg_generic_relist(rt->pleg, &rt->error);
-    return NULL;
-}
-
-static void
-relist_thread_join(GThread *thread, RelistThread *rt)
-{
-    g_thread_join(thread);
-    ck_assert_msg(rt->ok, "relist failed: %s", rt->error ? rt->error->message : "");
-}
-
 static Fixture *
 bounded_fixture(guint max_status_calls_in_flight)
 {
@@ -64,17 +42,16 @@ END_TEST
 START_TEST(test_bound_never_exceeded)
 {
     g_autoptr(Fixture) fx = bounded_fixture(4);
-    RelistThread rt = {fx->pleg, FALSE, NULL};
+    RelistThread rt;
     g_autoptr(GPtrArray) events = NULL;
-    GThread *thread;
 
     add_pods(fx, 10);
     fake_runtime_block(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, NULL);
-    thread = g_thread_new("relist", relist_thread, &rt);
+    relist_thread_start(&rt, fx->pleg);
     ck_assert(fake_runtime_wait_blocked_count(fx->fake, 4, WAIT_USEC));
     ck_assert_uint_eq(fake_runtime_get_max_status_in_flight(fx->fake), 4);
     fake_runtime_unblock(fx->fake);
-    relist_thread_join(thread, &rt);
+    relist_thread_join(&rt);
 
     ck_assert_uint_eq(fake_runtime_get_max_status_in_flight(fx->fake), 4);
     ck_assert_uint_eq(fake_runtime_get_call_count(fx->fake, FAKE_OP_POD_SANDBOX_STATUS), 10);
@@ -110,10 +87,9 @@ END_TEST
 START_TEST(test_hung_pods_hold_back_no_other)
 {
     g_autoptr(Fixture) fx = bounded_fixture(0);
-    RelistThread rt = {fx->pleg, FALSE, NULL};
+    RelistThread rt;
     g_autoptr(GPtrArray) events = NULL;
     g_autoptr(GPtrArray) later = NULL;
-    GThread *thread;
 
     add_pods(fx, 10);
     for (guint i = 0; i < 4; i++) {
@@ -121,7 +97,7 @@ START_TEST(test_hung_pods_hold_back_no_other)
 
         fake_runtime_block(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, sandbox);
     }
-    thread = g_thread_new("relist", relist_thread, &rt);
+    relist_thread_start(&rt, fx->pleg);
     ck_assert(fake_runtime_wait_blocked_count(fx->fake, 4, WAIT_USEC));
     events = wait_events(fx, 6, WAIT_USEC);
     ck_assert_uint_eq(events->len, 6);
@@ -133,7 +109,7 @@ START_TEST(test_hung_pods_hold_back_no_other)
     ck_assert_uint_eq(pleg_event_channel_get_length(fx->channel), 0);
 
     fake_runtime_unblock(fx->fake);
-    relist_thread_join(thread, &rt);
+    relist_thread_join(&rt);
     later = drain(fx);
     ck_assert_uint_eq(later->len, 4);
     for (guint i = 0; i < 4; i++) {
@@ -174,25 +150,6 @@ dispatcher_fixture(gint64 period_usec)
     pleg_generic_config_init(&config);
     config.relist_period_usec = period_usec;
     return fixture_new_full(&config, 0, FALSE);
-}
-
-typedef struct {
-    Fixture *fx;
-    guint64 count;
-} CountCond;
-
-static gboolean
-pod_relists_reach(gpointer data)
-{
-    CountCond *c = data;
-
-    return metric_count(c->fx, "kubelet_pleg_pod_relist_duration_seconds", NULL) >= c->count;
-}
-
-static double
-requests(Fixture *fx, const char *source, const char *outcome)
-{
-    return metric_value(fx, "kubelet_pleg_relist_requests_total", source, outcome, NULL);
 }
 
 static const PlegPodLifecycleEvent *
@@ -278,12 +235,6 @@ deadline_passed(gpointer data)
     return g_get_monotonic_time() >= d->until_usec;
 }
 
-static gboolean
-both_covered(gpointer data)
-{
-    return requests(data, "post_sync", "covered") >= 2;
-}
-
 /* A global relist that falls due while requests wait runs before them, and covers those
  * queued before it started: the pass serves none of them. */
 START_TEST(test_due_global_first_covers_queue)
@@ -312,7 +263,7 @@ START_TEST(test_due_global_first_covers_queue)
     fake_runtime_unblock(fx->fake);
 
     ck_assert(wait_until(pod_relists_reach, &cond, WAIT_USEC));
-    ck_assert(wait_until(both_covered, fx, WAIT_USEC));
+    ck_assert(requests_reach(fx, "post_sync", "covered", 2));
     ck_assert_int_eq(requests(fx, "post_sync", "covered"), 2);
     ck_assert_uint_eq(metric_count(fx, "kubelet_pleg_pod_relist_duration_seconds", NULL), 1);
 }

@@ -168,9 +168,6 @@ main(int argc, char **argv)
     }
 
     if (json_path) {
-        g_autoptr(JsonGenerator) generator = json_generator_new();
-        g_autoptr(JsonNode) root = NULL;
-
         json_builder_begin_object(builder);
         json_builder_set_member_name(builder, "benchmark");
         json_builder_add_string_value(builder, "cold-start");
@@ -182,15 +179,7 @@ main(int argc, char **argv)
         json_builder_add_int_value(builder, delay_ms);
         json_builder_set_member_name(builder, "bound");
         json_builder_add_int_value(builder, bound);
-        json_builder_set_member_name(builder, "first_relist_ms");
-        json_builder_begin_object(builder);
-        json_builder_set_member_name(builder, "median");
-        json_builder_add_double_value(builder, median);
-        json_builder_set_member_name(builder, "min");
-        json_builder_add_double_value(builder, min);
-        json_builder_set_member_name(builder, "max");
-        json_builder_add_double_value(builder, max);
-        json_builder_end_object(builder);
+        perf_json_add_stat(builder, "first_relist_ms", median, min, max);
         json_builder_set_member_name(builder, "floor_ms");
         json_builder_add_double_value(builder, floor_ms);
         json_builder_set_member_name(builder, "ratio");
@@ -198,10 +187,7 @@ main(int argc, char **argv)
         json_builder_set_member_name(builder, "goal_met");
         json_builder_add_boolean_value(builder, ok);
         json_builder_end_object(builder);
-        root = json_builder_get_root(builder);
-        json_generator_set_root(generator, root);
-        json_generator_set_pretty(generator, TRUE);
-        if (!json_generator_to_file(generator, json_path, &error)) {
+        if (!perf_json_write(builder, json_path, &error)) {
             g_printerr("bench-cold-start: %s\n", error->message);
             return 2;
         }

@@ -351,20 +351,6 @@ run(guint n_pods, guint n_containers, gint64 window_usec, Round *ret)
     return ok && ret->n_repeated == 0 && ret->n_wrong_code == 0;
 }
 
-static void
-add_stat(JsonBuilder *builder, const char *name, double median, double min, double max)
-{
-    json_builder_set_member_name(builder, name);
-    json_builder_begin_object(builder);
-    json_builder_set_member_name(builder, "median");
-    json_builder_add_double_value(builder, median);
-    json_builder_set_member_name(builder, "min");
-    json_builder_add_double_value(builder, min);
-    json_builder_set_member_name(builder, "max");
-    json_builder_add_double_value(builder, max);
-    json_builder_end_object(builder);
-}
-
 int
 main(int argc, char **argv)
 {
@@ -449,8 +435,6 @@ main(int argc, char **argv)
 
     if (json_path) {
         g_autoptr(JsonBuilder) builder = json_builder_new();
-        g_autoptr(JsonGenerator) generator = json_generator_new();
-        g_autoptr(JsonNode) root = NULL;
 
         json_builder_begin_object(builder);
         json_builder_set_member_name(builder, "benchmark");
@@ -461,17 +445,14 @@ main(int argc, char **argv)
         json_builder_add_int_value(builder, containers);
         json_builder_set_member_name(builder, "window_ms");
         json_builder_add_int_value(builder, window_ms);
-        add_stat(builder, "dropped_fraction", drops_med, drops_min, drops_max);
-        add_stat(builder, "p50_ms", p50_med, p50_min, p50_max);
-        add_stat(builder, "p99_ms", p99_med, p99_min, p99_max);
-        add_stat(builder, "runtime_answer_ms", rt_med, rt_min, rt_max);
+        perf_json_add_stat(builder, "dropped_fraction", drops_med, drops_min, drops_max);
+        perf_json_add_stat(builder, "p50_ms", p50_med, p50_min, p50_max);
+        perf_json_add_stat(builder, "p99_ms", p99_med, p99_min, p99_max);
+        perf_json_add_stat(builder, "runtime_answer_ms", rt_med, rt_min, rt_max);
         json_builder_set_member_name(builder, "goal_met");
         json_builder_add_boolean_value(builder, ok);
         json_builder_end_object(builder);
-        root = json_builder_get_root(builder);
-        json_generator_set_root(generator, root);
-        json_generator_set_pretty(generator, TRUE);
-        if (!json_generator_to_file(generator, json_path, &error)) {
+        if (!perf_json_write(builder, json_path, &error)) {
             g_printerr("bench-storm: %s\n", error->message);
             return 2;
         }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <gio/gio.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
@@ -36,5 +37,11 @@ void perf_stats(double *values, guint n, double *ret_median, double *ret_min, do
 /* The same over one double field, at @offset, of @n samples of @stride bytes each. */
 void perf_stats_of(const void *samples, gsize stride, guint n, gsize offset, double *ret_median,
                    double *ret_min, double *ret_max);
+
+/* A member @name of the object being built: {"median": ..., "min": ..., "max": ...}. */
+void perf_json_add_stat(JsonBuilder *builder, const char *name, double median, double min,
+                        double max);
+/* Writes the builder's root, pretty, to @path.  FALSE with @error when it cannot. */
+gboolean perf_json_write(JsonBuilder *builder, const char *path, GError **error);
 
 G_END_DECLS
