@@ -334,6 +334,7 @@ run(const PlegdOptions *options)
     config.runtime_request_timeout_usec = options->runtime_request_timeout_usec;
     config.generic.relist_period_usec = options->relist_period_usec;
     config.generic.relist_threshold_usec = options->relist_threshold_usec;
+    config.generic.max_status_calls_in_flight = options->max_status_calls_in_flight;
     if (options->plugin_dir) {
         plugin_dir = options->plugin_dir;
         plugin_dir_origin = options->plugin_dir_origin ? options->plugin_dir_origin : "--plugin-dir";

@@ -28,6 +28,7 @@ typedef enum {
     SETTING_REQUIRE_PLUGINS,
     SETTING_EVENTS_RING_SIZE,
     SETTING_EVENTS_MAX_CLIENTS,
+    SETTING_MAX_STATUS_CALLS,
     N_SETTINGS,
 } SettingId;
 
@@ -42,6 +43,7 @@ static const char *const setting_names[N_SETTINGS] = {
     [SETTING_REQUIRE_PLUGINS] = "require-plugins",
     [SETTING_EVENTS_RING_SIZE] = "events-ring-size",
     [SETTING_EVENTS_MAX_CLIENTS] = "events-max-clients",
+    [SETTING_MAX_STATUS_CALLS] = "max-status-calls-in-flight",
 };
 
 #define CONFIG_GROUP       PLEGD_CONFIG_GROUP
@@ -462,6 +464,11 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
          "GET /events streams served at once, apart from the 64 other connections (default " G_STRINGIFY(
              PLEGD_EVENTS_DEFAULT_MAX_CLIENTS) ")",
          "N"},
+        {"max-status-calls-in-flight", 0, 0, G_OPTION_ARG_STRING,
+         &settings.values[SETTING_MAX_STATUS_CALLS],
+         "PodSandboxStatus and ContainerStatus calls a relist keeps in flight at most (default " G_STRINGIFY(
+             PLEG_DEFAULT_MAX_STATUS_CALLS_IN_FLIGHT) ")",
+         "N"},
         {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
         /* Test hooks: limits that tests cannot wait for or fill at their defaults. */
         {"http-idle-timeout", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &http_idle_timeout,
@@ -551,7 +558,10 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
                      PLEGD_EVENTS_MIN_RING_SIZE, PLEGD_EVENTS_MAX_RING_SIZE,
                      &parsed.events_ring_size, error) ||
         !parse_count(&settings, SETTING_EVENTS_MAX_CLIENTS, PLEGD_EVENTS_DEFAULT_MAX_CLIENTS, 1,
-                     PLEGD_EVENTS_MAX_MAX_CLIENTS, &parsed.events_max_clients, error))
+                     PLEGD_EVENTS_MAX_MAX_CLIENTS, &parsed.events_max_clients, error) ||
+        !parse_count(&settings, SETTING_MAX_STATUS_CALLS, PLEG_DEFAULT_MAX_STATUS_CALLS_IN_FLIGHT,
+                     1, PLEGD_MAX_STATUS_CALLS_IN_FLIGHT_MAX, &parsed.max_status_calls_in_flight,
+                     error))
         return FALSE;
 
     if (http_idle_timeout &&

@@ -29,6 +29,7 @@ G_BEGIN_DECLS
  * @plugin_dir_origin: (nullable): for the log: "--plugin-dir" or the file it came from.
  * @events_ring_size: events kept for GET /events?since=SEQ.
  * @events_max_clients: GET /events streams served at once.
+ * @max_status_calls_in_flight: #PlegGenericConfig.max_status_calls_in_flight.
  * @version: --version was given; nothing else is set.
  * @http_idle_timeout_usec: test hook, 0: %PLEGD_HTTP_IDLE_TIMEOUT_USEC.
  * @stdout_max_backlog: test hook, 0: %PLEGD_OUTPUT_MAX_BACKLOG.
@@ -49,6 +50,7 @@ typedef struct {
     GStrv required_plugins;
     guint events_ring_size;
     guint events_max_clients;
+    guint max_status_calls_in_flight;
     gboolean version;
     gint64 http_idle_timeout_usec;
     guint64 stdout_max_backlog;
@@ -338,6 +340,8 @@ gboolean plegd_event_ring_check_since(PlegdEventRing *ring, guint64 since, GErro
 
 #define PLEGD_EVENTS_DEFAULT_MAX_CLIENTS 128
 #define PLEGD_EVENTS_MAX_MAX_CLIENTS     4096
+/* --max-status-calls-in-flight: at most this many (each may hold a thread). */
+#define PLEGD_MAX_STATUS_CALLS_IN_FLIGHT_MAX 1024
 /* SO_SNDBUF of a stream's socket (the kernel doubles it): bounds what a stalled client holds in
  * the kernel, and how far behind a client may get before the ring is all that keeps its events. */
 #define PLEGD_EVENTS_SOCKET_SNDBUF (128 * 1024)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* RequestRelist's queue, pod suspension, and the dispatcher thread that serves shutdown,
- * then a due global relist, then one queued pod request (KEP-3386, "Design Details"). */
+ * then a due global relist, then the queued pod requests (KEP-3386, "Design Details"), all
+ * that are queued in one pass. */
 #include "pleg-config.h"
 
 #include "pleg-generic-private.h"
@@ -142,6 +143,43 @@ pleg_generic_resume_pod(PlegGeneric *pleg, const char *pod_uid)
         count_request(pleg, source, "dropped");
 }
 
+/* Serves every request queued now in one pass: a request older than the start of the last
+ * successful global relist is covered by it; the others' pods are listed and inspected
+ * together (relist_pods()).  Called with queue_lock held; returns with it held. */
+static void
+serve_requests(PlegGeneric *pleg)
+{
+    g_autoptr(GPtrArray) served =
+        g_ptr_array_new_with_free_func((GDestroyNotify)relist_request_free);
+    g_autofree const char **uids = NULL;
+    g_autofree PlegRelistSource *sources = NULL;
+    g_autoptr(GError) error = NULL;
+    RelistRequest *req;
+
+    while ((req = g_queue_pop_head(&pleg->queue))) {
+        if (req->enqueued_usec < pleg->last_global_start_usec) {
+            g_mutex_unlock(&pleg->queue_lock);
+            count_request(pleg, req->source, "covered");
+            relist_request_free(req);
+            g_mutex_lock(&pleg->queue_lock);
+        } else {
+            g_ptr_array_add(served, req);
+        }
+    }
+    g_mutex_unlock(&pleg->queue_lock);
+
+    uids = g_new(const char *, served->len);
+    sources = g_new(PlegRelistSource, served->len);
+    for (guint i = 0; i < served->len; i++) {
+        req = g_ptr_array_index(served, i);
+        uids[i] = req->pod_uid;
+        sources[i] = req->source;
+    }
+    if (served->len > 0 && !relist_pods(pleg, uids, sources, served->len, &error))
+        g_debug("relist of %u pods failed: %s", served->len, error->message);
+    g_mutex_lock(&pleg->queue_lock);
+}
+
 gpointer
 dispatcher_thread(gpointer data)
 {
@@ -150,8 +188,6 @@ dispatcher_thread(gpointer data)
 
     g_mutex_lock(&pleg->queue_lock);
     while (!pleg->shutdown) {
-        RelistRequest *req;
-
         if (g_get_monotonic_time() >= next_global_usec) {
             g_autoptr(GError) error = NULL;
             gint64 timestamp_ns;
@@ -171,20 +207,8 @@ dispatcher_thread(gpointer data)
             continue;
         }
 
-        req = g_queue_pop_head(&pleg->queue);
-        if (req) {
-            gboolean covered = req->enqueued_usec < pleg->last_global_start_usec;
-
-            g_mutex_unlock(&pleg->queue_lock);
-            if (covered) {
-                count_request(pleg, req->source, "covered");
-            } else {
-                g_autoptr(GError) error = NULL;
-                if (!pleg_generic_relist_pod(pleg, req->pod_uid, req->source, &error))
-                    g_debug("relist of pod %s failed: %s", req->pod_uid, error->message);
-            }
-            relist_request_free(req);
-            g_mutex_lock(&pleg->queue_lock);
+        if (pleg->queue.length > 0) {
+            serve_requests(pleg);
             continue;
         }
 

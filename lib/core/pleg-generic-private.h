@@ -137,7 +137,7 @@ struct _PlegGeneric {
 
     GMutex relist_lock;
     GCancellable *cancellable;
-    GThreadPool *reconcile_pool; /* global relists' pod reconciliations */
+    GThreadPool *reconcile_pool; /* inspections of a relist's pods, one task a pod */
 
     GMutex state_lock;
     GHashTable *records; /* pod uid -> PodRecord */
@@ -167,9 +167,6 @@ struct _PlegGeneric {
     GThread *notice_thread; /* the thread running the callback, NULL when none */
     GCond notice_done;
 };
-
-/* Threads of the pool that reconciles a global relist's pods (pleg-reconcile.c). */
-#define RECONCILE_THREADS 4
 
 /* pleg-generic.c */
 /* Unix ns now, from the configured clock or the real-time clock. */
@@ -221,6 +218,12 @@ G_GNUC_INTERNAL void record_free(PodRecord *rec);
 G_GNUC_INTERNAL void reconcile_task(gpointer data, gpointer user_data);
 /* Takes relist_lock.  @ret_timestamp_ns: Unix ns at which the relist started. */
 G_GNUC_INTERNAL gboolean relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error);
+/* Targeted relists of @n pods at once (@pod_uids[i] asked by @sources[i]; a pod may repeat):
+ * the distinct pods are listed and inspected together, each published as from the first source
+ * that asked for it; kubelet_pleg_pod_relist_duration_seconds gets one observation per entry.
+ * Takes relist_lock.  Fails, for every pod, when the listing fails. */
+G_GNUC_INTERNAL gboolean relist_pods(PlegGeneric *pleg, const char *const *pod_uids,
+                                     const PlegRelistSource *sources, guint n, GError **error);
 
 /* pleg-dispatcher.c */
 /* Take queue_lock: call with state_lock held or with no lock. */

@@ -67,6 +67,10 @@ pleg_generic_stop(PlegGeneric *pleg)
 
 /* --- construction, subscribers, health ---------------------------------------------------- */
 
+/* max_status_calls_in_flight took the place of one reserved pointer: the size is kept. */
+G_STATIC_ASSERT(sizeof(PlegGenericConfig) ==
+                G_STRUCT_OFFSET(PlegGenericConfig, clock_data) + 9 * sizeof(gpointer));
+
 void
 pleg_generic_config_init(PlegGenericConfig *config)
 {
@@ -76,6 +80,7 @@ pleg_generic_config_init(PlegGenericConfig *config)
         .relist_period_usec = PLEG_DEFAULT_RELIST_PERIOD_USEC,
         .relist_threshold_usec = PLEG_DEFAULT_RELIST_THRESHOLD_USEC,
         .relist_queue_capacity = PLEG_DEFAULT_RELIST_QUEUE_CAPACITY,
+        .max_status_calls_in_flight = PLEG_DEFAULT_MAX_STATUS_CALLS_IN_FLIGHT,
     };
 }
 
@@ -186,6 +191,8 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
         pleg->config.relist_threshold_usec = PLEG_DEFAULT_RELIST_THRESHOLD_USEC;
     if (pleg->config.relist_queue_capacity == 0)
         pleg->config.relist_queue_capacity = PLEG_DEFAULT_RELIST_QUEUE_CAPACITY;
+    if (pleg->config.max_status_calls_in_flight == 0)
+        pleg->config.max_status_calls_in_flight = PLEG_DEFAULT_MAX_STATUS_CALLS_IN_FLIGHT;
 
     pleg->metrics = metrics ? pleg_metrics_registry_ref(metrics) : pleg_metrics_registry_new();
     register_metrics(pleg);
@@ -193,7 +200,10 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
 
     g_mutex_init(&pleg->relist_lock);
     pleg->cancellable = g_cancellable_new();
-    pleg->reconcile_pool = g_thread_pool_new(reconcile_task, NULL, RECONCILE_THREADS, FALSE, NULL);
+    pleg->reconcile_pool = g_thread_pool_new(reconcile_task, NULL,
+                                             (gint)MIN(pleg->config.max_status_calls_in_flight,
+                                                       G_MAXINT),
+                                             FALSE, NULL);
 
     g_mutex_init(&pleg->state_lock);
     pleg->records =

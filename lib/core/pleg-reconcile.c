@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Relists: a global relist lists everything, groups it into pods and reconciles each pod
- * (inspection, pod cache, record, delivery); a targeted relist does the same for one pod. */
+ * (inspection, pod cache, record, delivery); targeted relists do the same for the pods asked,
+ * several at once when the dispatcher serves its queue.  The pods of one relist are inspected
+ * together under one bound on status calls in flight. */
 #include "pleg-config.h"
 
 #include "pleg-generic-private.h"
-
-/* --- inspection --------------------------------------------------------------------------- */
 
 static gboolean
 has_ready_sandbox(const PlegPodStatus *status)
@@ -18,33 +18,126 @@ has_ready_sandbox(const PlegPodStatus *status)
     return FALSE;
 }
 
-/* kubelet's GetPodStatus: every sandbox's status, newest first, then the status of every
- * container the listing placed in the pod, asked all at once (pleg_runtime_get_statuses()).
- * The listing that built @pod is moments old, so the containers are not listed again.  Objects
- * that vanish meanwhile are skipped; any other error fails the pod. */
+/* --- the bound on status calls ------------------------------------------------------------ */
+
+/* A relist reconciles its pods together: each pod that must be inspected is a task of the
+ * reconcile pool, and every array of status calls it sends waits for its turn under
+ * max_status_calls_in_flight, counted over all the relist's pods.  The bound is on calls, not
+ * pods or threads: the pool has as many threads as the bound, so a pod never waits for a
+ * thread, and a pod whose call hangs to its deadline holds only its own calls.  Turns are
+ * taken in order, so an array of many calls is not passed over by smaller ones, and calls freed
+ * are handed to the waiters at the head directly: one wake-up per turn, not one per waiting
+ * thread.  Each pod is still published as one unit under state_lock, so events within a pod
+ * keep their order; across pods there is none. */
+typedef struct {
+    GCond cond;
+    guint n;
+    gboolean granted;
+} CallsWaiter;
+
+typedef struct {
+    PlegGeneric *pleg;
+    gint64 timestamp_ns;
+    GMutex lock;
+    GCond cond;       /* a task ended */
+    guint free_calls; /* status calls that may still start */
+    GQueue waiters;   /* CallsWaiter, first come first */
+    guint pending;    /* tasks pushed and not ended */
+} ReconcileBatch;
+
+static void
+calls_acquire(ReconcileBatch *batch, guint n)
+{
+    CallsWaiter waiter = {.n = n};
+
+    g_mutex_lock(&batch->lock);
+    if (batch->waiters.length == 0 && batch->free_calls >= n) {
+        batch->free_calls -= n;
+        g_mutex_unlock(&batch->lock);
+        return;
+    }
+    g_cond_init(&waiter.cond);
+    g_queue_push_tail(&batch->waiters, &waiter);
+    while (!waiter.granted)
+        g_cond_wait(&waiter.cond, &batch->lock);
+    g_mutex_unlock(&batch->lock);
+    /* The granter signalled under the lock, which this thread has taken since. */
+    g_cond_clear(&waiter.cond);
+}
+
+static void
+calls_release(ReconcileBatch *batch, guint n)
+{
+    CallsWaiter *waiter;
+
+    g_mutex_lock(&batch->lock);
+    batch->free_calls += n;
+    while ((waiter = g_queue_peek_head(&batch->waiters)) && batch->free_calls >= waiter->n) {
+        batch->free_calls -= waiter->n;
+        g_queue_pop_head(&batch->waiters);
+        waiter->granted = TRUE;
+        g_cond_signal(&waiter->cond);
+    }
+    g_mutex_unlock(&batch->lock);
+}
+
+/* --- inspection --------------------------------------------------------------------------- */
+
+/* Asks @queries[0..n) with pleg_runtime_get_statuses() in arrays of at most the bound, each in
+ * its turn.  Returns the first failure other than not-found; the arrays after it are not asked,
+ * so a hung runtime costs one deadline. */
+static GError *
+ask_statuses(PlegGeneric *pleg, ReconcileBatch *batch, PlegStatusQuery *queries, guint n)
+{
+    guint max_calls = pleg->config.max_status_calls_in_flight;
+
+    for (guint first = 0; first < n; first += max_calls) {
+        guint len = MIN(max_calls, n - first);
+
+        calls_acquire(batch, len);
+        pleg_runtime_get_statuses(pleg->runtime, queries + first, len, pleg->cancellable);
+        calls_release(batch, len);
+        for (guint i = first; i < first + len; i++) {
+            if (queries[i].error && !pleg_error_is_not_found(queries[i].error))
+                return g_steal_pointer(&queries[i].error);
+        }
+    }
+    return NULL;
+}
+
+/* kubelet's GetPodStatus: the status of every sandbox, newest first, then the status of every
+ * container the listing placed in the pod, each group's calls in flight together.  The listing
+ * that built @pod is moments old, so the containers are not listed again.  Objects that vanish
+ * meanwhile are skipped; any other error fails the pod. */
 static PlegPodStatus *
-inspect_pod(PlegGeneric *pleg, const PodSnapshot *pod, PlegPodStatus *previous, GError **error)
+inspect_pod(PlegGeneric *pleg, ReconcileBatch *batch, const PodSnapshot *pod,
+            PlegPodStatus *previous, GError **error)
 {
     g_autoptr(PlegPodStatus) status = pleg_pod_status_new(pod->uid);
     guint n_sandboxes = pod->sandboxes->len;
     guint n_queries = n_sandboxes + pod->containers->len;
     g_autofree PlegStatusQuery *queries = g_new0(PlegStatusQuery, n_queries);
-    GError *failure = NULL;
+    GError *failure;
 
     for (guint i = 0; i < n_sandboxes; i++)
         queries[i].pod_sandbox_id = ((const PodEntry *)pod->sandboxes->pdata[i])->id;
     for (guint i = 0; i < pod->containers->len; i++)
         queries[n_sandboxes + i].container_id = ((const PodEntry *)pod->containers->pdata[i])->id;
-    pleg_runtime_get_statuses(pleg->runtime, queries, n_queries, pleg->cancellable);
+    failure = ask_statuses(pleg, batch, queries, n_sandboxes);
+    if (!failure)
+        failure = ask_statuses(pleg, batch, queries + n_sandboxes, n_queries - n_sandboxes);
+    if (failure) {
+        for (guint i = 0; i < n_queries; i++)
+            pleg_status_query_clear(&queries[i]);
+        g_propagate_error(error, failure);
+        return NULL;
+    }
 
     for (guint i = 0; i < n_queries; i++) {
         PlegStatusQuery *q = &queries[i];
         PlegPodSandboxStatus *ss = q->pod_sandbox_status;
 
-        if (q->error) {
-            if (!failure && !pleg_error_is_not_found(q->error))
-                failure = g_steal_pointer(&q->error);
-        } else if (ss) {
+        if (ss) {
             g_ptr_array_add(status->sandbox_statuses, g_steal_pointer(&q->pod_sandbox_status));
             if (!status->name) {
                 status->name = g_strdup(ss->name);
@@ -58,10 +151,6 @@ inspect_pod(PlegGeneric *pleg, const PodSnapshot *pod, PlegPodStatus *previous, 
             g_ptr_array_add(status->container_statuses, g_steal_pointer(&q->container_status));
         }
         pleg_status_query_clear(q);
-    }
-    if (failure) {
-        g_propagate_error(error, failure);
-        return NULL;
     }
 
     /* kubelet keeps the last known IPs of a pod whose sandboxes are all gone or not ready. */
@@ -82,61 +171,96 @@ record_free(PodRecord *rec)
     g_free(rec);
 }
 
-/* Compares a pod's record, refreshes its cache entry, advances the record and delivers its
- * events.  Called with relist_lock held; takes state_lock itself, never across runtime calls.
- * Returns TRUE when what is published for the pod is now as fresh as @timestamp_ns: FALSE when
- * the pod is suspended or its inspection failed. */
-static gboolean
-reconcile_pod(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource source, gint64 timestamp_ns)
-{
-    g_autoptr(GArray) transitions = NULL;
-    g_autoptr(PodSnapshot) current = NULL;
-    g_autoptr(PodSnapshot) published = NULL; /* keeps the transitions' ids alive */
-    g_autoptr(PlegPodStatus) previous = NULL;
-    g_autoptr(PlegPodStatus) status = NULL;
-    g_autoptr(GError) error = NULL;
-    PodRecord *rec;
+/* One pod of a relist, from its record's comparison to its publication. */
+typedef struct {
+    const char *pod_uid;
+    PlegRelistSource source;
+    GArray *transitions;  /* Transition, from the record's old and current snapshots */
+    PodSnapshot *current; /* what to inspect; NULL when the pod is gone */
+    PodSnapshot *old;     /* keeps the transitions' ids alive */
     gboolean reinspect;
+    gboolean fresh; /* the result: see reconcile_publish() */
+} PodWork;
+
+static void
+pod_work_clear(PodWork *work)
+{
+    g_clear_pointer(&work->transitions, g_array_unref);
+    g_clear_pointer(&work->current, pod_snapshot_unref);
+    g_clear_pointer(&work->old, pod_snapshot_unref);
+}
+
+/* Compares the pod's record.  Returns FALSE, with @work->fresh set, when there is nothing to
+ * inspect or publish (no change, or the pod is suspended); TRUE when reconcile_publish() must
+ * follow.  Called with relist_lock held; takes state_lock. */
+static gboolean
+reconcile_prepare(PlegGeneric *pleg, PodWork *work)
+{
+    const char *pod_uid = work->pod_uid;
+    PodRecord *rec;
 
     g_mutex_lock(&pleg->state_lock);
     rec = g_hash_table_lookup(pleg->records, pod_uid);
     if (!rec) {
         g_mutex_unlock(&pleg->state_lock);
-        return TRUE;
+        work->fresh = TRUE;
+        return FALSE;
     }
-    transitions = compute_transitions(rec->old, rec->current);
-    reinspect = rec->reinspect;
-    if (transitions->len == 0 && !reinspect) {
-        gboolean fresh = !is_suspended(pleg, pod_uid);
+    work->transitions = compute_transitions(rec->old, rec->current);
+    work->reinspect = rec->reinspect;
+    if (work->transitions->len == 0 && !work->reinspect) {
+        work->fresh = !is_suspended(pleg, pod_uid);
         if (!rec->current)
             g_hash_table_remove(pleg->records, pod_uid);
         g_mutex_unlock(&pleg->state_lock);
-        return fresh;
-    }
-    if (defer_if_suspended(pleg, pod_uid, source)) {
-        g_mutex_unlock(&pleg->state_lock);
         return FALSE;
     }
-    current = pod_snapshot_ref(rec->current);
+    if (defer_if_suspended(pleg, pod_uid, work->source)) {
+        g_mutex_unlock(&pleg->state_lock);
+        work->fresh = FALSE;
+        return FALSE;
+    }
+    work->current = rec->current ? pod_snapshot_ref(rec->current) : NULL;
+    work->old = rec->old ? pod_snapshot_ref(rec->old) : NULL;
     g_mutex_unlock(&pleg->state_lock);
+    return TRUE;
+}
 
-    if (current) {
+/* Inspects the pod (with no lock but relist_lock, held by the relist this pod belongs to),
+ * refreshes its cache entry, advances the record and delivers its events under state_lock, so
+ * that the pod is published as one unit.  Sets @work->fresh: TRUE when what is published for
+ * the pod is now as fresh as @timestamp_ns, FALSE when the pod is suspended or its inspection
+ * failed. */
+static void
+reconcile_publish(PlegGeneric *pleg, ReconcileBatch *batch, PodWork *work)
+{
+    gint64 timestamp_ns = batch->timestamp_ns;
+    const char *pod_uid = work->pod_uid;
+    g_autoptr(PlegPodStatus) previous = NULL;
+    g_autoptr(PlegPodStatus) status = NULL;
+    g_autoptr(PodSnapshot) published = NULL;
+    g_autoptr(GError) error = NULL;
+    PodRecord *rec;
+
+    if (work->current) {
         pleg_pod_cache_get(pleg->cache, pod_uid, &previous, NULL, NULL);
-        status = inspect_pod(pleg, current, previous, &error);
+        status = inspect_pod(pleg, batch, work->current, previous, &error);
     }
 
     g_mutex_lock(&pleg->state_lock);
-    /* Records change only under relist_lock, which we hold: rec is still valid. */
-    if (defer_if_suspended(pleg, pod_uid, source)) {
+    work->fresh = FALSE;
+    /* Records change only under relist_lock, which the relist holds: rec is still valid. */
+    rec = g_hash_table_lookup(pleg->records, pod_uid);
+    if (defer_if_suspended(pleg, pod_uid, work->source)) {
         g_mutex_unlock(&pleg->state_lock);
-        return FALSE;
+        return;
     }
     if (error) {
         g_debug("inspecting pod %s failed, will reinspect: %s", pod_uid, error->message);
         pleg_pod_cache_set(pleg->cache, pod_uid, NULL, error, timestamp_ns);
         rec->reinspect = TRUE;
         g_mutex_unlock(&pleg->state_lock);
-        return FALSE;
+        return;
     }
     if (status)
         pleg_pod_cache_set(pleg->cache, pod_uid, status, NULL, timestamp_ns);
@@ -145,18 +269,18 @@ reconcile_pod(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource source, g
 
     rec->reinspect = FALSE;
     /* A pod that vanished while it waited for reinspection has nothing left to sync. */
-    if (reinspect && transitions->len == 0 && status) {
+    if (work->reinspect && work->transitions->len == 0 && status) {
         Transition sync = {.type = PLEG_POD_SYNC};
-        g_array_append_val(transitions, sync);
+        g_array_append_val(work->transitions, sync);
     }
     published = g_steal_pointer(&rec->old);
     rec->old = pod_snapshot_ref(rec->current);
 
-    deliver(pleg, pod_uid, transitions, source, status);
+    deliver(pleg, pod_uid, work->transitions, work->source, status);
     if (!rec->old)
         g_hash_table_remove(pleg->records, pod_uid);
     g_mutex_unlock(&pleg->state_lock);
-    return TRUE;
+    work->fresh = TRUE;
 }
 
 static void
@@ -188,23 +312,9 @@ update_running_metrics(PlegGeneric *pleg, GHashTable *pods, GPtrArray *container
                         (const char *[]){pleg_container_state_to_string(s)}, counts[s]);
 }
 
-/* A global relist reconciles its pods on a few threads when there are several: inspections are
- * round trips to the runtime, so they overlap well, and one pod whose status call hangs until
- * its deadline no longer holds back every pod after it.  Each pod is still reconciled as one
- * unit under state_lock, so events within a pod keep their order; across pods there is none. */
-#define RECONCILE_PARALLEL_MIN_PODS 4
-
-typedef struct {
-    PlegGeneric *pleg;
-    gint64 timestamp_ns;
-    GMutex lock;
-    GCond done;
-    guint pending;
-} ReconcileBatch;
-
 typedef struct {
     ReconcileBatch *batch;
-    const char *pod_uid;
+    PodWork *work;
 } ReconcileTask;
 
 void
@@ -213,41 +323,73 @@ reconcile_task(gpointer data, gpointer user_data)
     ReconcileTask *task = data;
     ReconcileBatch *batch = task->batch;
 
-    reconcile_pod(batch->pleg, task->pod_uid, PLEG_RELIST_SOURCE_GLOBAL, batch->timestamp_ns);
-    g_free(task);
+    reconcile_publish(batch->pleg, batch, task->work);
 
     g_mutex_lock(&batch->lock);
-    if (--batch->pending == 0)
-        g_cond_signal(&batch->done);
+    batch->pending--;
+    g_cond_signal(&batch->cond);
     g_mutex_unlock(&batch->lock);
+    g_free(task);
 }
 
-/* Called with relist_lock held. */
 static void
-reconcile_pods(PlegGeneric *pleg, GPtrArray *uids, gint64 timestamp_ns)
+start_task(PlegGeneric *pleg, ReconcileBatch *batch, PodWork *work)
 {
-    ReconcileBatch batch = {.pleg = pleg, .timestamp_ns = timestamp_ns, .pending = uids->len};
+    ReconcileTask *task = g_new(ReconcileTask, 1);
 
-    if (uids->len < RECONCILE_PARALLEL_MIN_PODS) {
-        for (guint i = 0; i < uids->len; i++)
-            reconcile_pod(pleg, uids->pdata[i], PLEG_RELIST_SOURCE_GLOBAL, timestamp_ns);
-        return;
-    }
+    task->batch = batch;
+    task->work = work;
+    g_mutex_lock(&batch->lock);
+    batch->pending++;
+    g_mutex_unlock(&batch->lock);
+    g_thread_pool_push(pleg->reconcile_pool, task, NULL);
+}
+
+/* Reconciles @works[0..n) (pod_uid and source set), setting each one's fresh.  Called with
+ * relist_lock held. */
+static void
+reconcile_pods(PlegGeneric *pleg, PodWork *works, guint n, gint64 timestamp_ns)
+{
+    ReconcileBatch batch = {
+        .pleg = pleg,
+        .timestamp_ns = timestamp_ns,
+        .free_calls = pleg->config.max_status_calls_in_flight,
+    };
+    PodWork *held = NULL; /* the first pod to inspect, started when a second one shows up */
+    gboolean started = FALSE;
 
     g_mutex_init(&batch.lock);
-    g_cond_init(&batch.done);
-    for (guint i = 0; i < uids->len; i++) {
-        ReconcileTask *task = g_new0(ReconcileTask, 1);
-        task->batch = &batch;
-        task->pod_uid = uids->pdata[i];
-        g_thread_pool_push(pleg->reconcile_pool, task, NULL);
+    g_cond_init(&batch.cond);
+    g_queue_init(&batch.waiters);
+    for (guint i = 0; i < n; i++) {
+        PodWork *work = &works[i];
+
+        if (!reconcile_prepare(pleg, work))
+            continue;
+        if (!work->current) {
+            /* Gone: nothing to ask the runtime, only events to publish. */
+            reconcile_publish(pleg, &batch, work);
+        } else if (!started && !held) {
+            held = work;
+        } else {
+            if (held)
+                start_task(pleg, &batch, g_steal_pointer(&held));
+            start_task(pleg, &batch, work);
+            started = TRUE;
+        }
     }
+    /* A lone pod is inspected on this thread: a targeted relist of one pod needs no pool. */
+    if (held)
+        reconcile_publish(pleg, &batch, held);
+
     g_mutex_lock(&batch.lock);
     while (batch.pending > 0)
-        g_cond_wait(&batch.done, &batch.lock);
+        g_cond_wait(&batch.cond, &batch.lock);
     g_mutex_unlock(&batch.lock);
-    g_cond_clear(&batch.done);
+    g_cond_clear(&batch.cond);
     g_mutex_clear(&batch.lock);
+    for (guint i = 0; i < n; i++)
+        pod_work_clear(&works[i]);
 }
 
 gboolean
@@ -257,6 +399,7 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     g_autoptr(GPtrArray) containers = NULL;
     g_autoptr(GHashTable) pods = NULL;
     g_autoptr(GPtrArray) uids = NULL;
+    g_autofree PodWork *works = NULL;
     gint64 start_usec, timestamp_ns, last_ns, last_mono_usec;
     gboolean ok = FALSE;
     GHashTableIter iter;
@@ -319,7 +462,10 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     pleg->last_global_start_usec = start_usec;
     g_mutex_unlock(&pleg->queue_lock);
 
-    reconcile_pods(pleg, uids, timestamp_ns);
+    works = g_new0(PodWork, uids->len);
+    for (guint i = 0; i < uids->len; i++)
+        works[i] = (PodWork){.pod_uid = uids->pdata[i], .source = PLEG_RELIST_SOURCE_GLOBAL};
+    reconcile_pods(pleg, works, uids->len, timestamp_ns);
 
     g_mutex_lock(&pleg->state_lock);
     redeliver_missed(pleg, NULL);
@@ -417,45 +563,121 @@ list_pod(PlegGeneric *pleg, const char *pod_uid, PodSnapshot **ret_pod, GError *
     return TRUE;
 }
 
-gboolean
-pleg_generic_relist_pod(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource source,
-                        GError **error)
-{
-    g_autoptr(PodSnapshot) pod = NULL;
-    gint64 start_usec, timestamp_ns;
-    gboolean ok;
-    PodRecord *rec;
+/* Whether to list everything once rather than each of @n_pods pods apart: a pod's own listing
+ * is one ListPodSandbox and one ListContainers per sandbox, a full listing two calls that
+ * decode every pod the node has (a few microseconds each, against a round trip of a hundred or
+ * so for a call). */
+#define FULL_LISTING_PODS_PER_POD 32
 
-    g_return_val_if_fail(pleg != NULL && pod_uid != NULL, FALSE);
-    g_return_val_if_fail(source < PLEG_RELIST_SOURCE_N, FALSE);
+static gboolean
+list_pods(PlegGeneric *pleg, GPtrArray *uids, GHashTable **ret_pods, GError **error)
+{
+    g_autoptr(GHashTable) pods =
+        g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)pod_snapshot_unref);
+    guint n_known;
+
+    g_mutex_lock(&pleg->state_lock);
+    n_known = g_hash_table_size(pleg->records);
+    g_mutex_unlock(&pleg->state_lock);
+
+    if (uids->len > 1 && (guint64)uids->len * FULL_LISTING_PODS_PER_POD >= n_known) {
+        g_autoptr(GPtrArray) sandboxes = NULL;
+        g_autoptr(GPtrArray) containers = NULL;
+        g_autoptr(GHashTable) all = NULL;
+
+        if (!pleg_runtime_list_pod_sandboxes(pleg->runtime, &sandboxes, pleg->cancellable,
+                                             error) ||
+            !pleg_runtime_list_containers(pleg->runtime, NULL, &containers, pleg->cancellable,
+                                          error))
+            return FALSE;
+        all = group_pods(sandboxes, containers);
+        for (guint i = 0; i < uids->len; i++) {
+            PodSnapshot *pod = g_hash_table_lookup(all, uids->pdata[i]);
+
+            if (pod)
+                g_hash_table_insert(pods, uids->pdata[i], pod_snapshot_ref(pod));
+        }
+    } else {
+        for (guint i = 0; i < uids->len; i++) {
+            PodSnapshot *pod = NULL;
+
+            if (!list_pod(pleg, uids->pdata[i], &pod, error))
+                return FALSE;
+            if (pod)
+                g_hash_table_insert(pods, uids->pdata[i], pod);
+        }
+    }
+    *ret_pods = g_steal_pointer(&pods);
+    return TRUE;
+}
+
+gboolean
+relist_pods(PlegGeneric *pleg, const char *const *pod_uids, const PlegRelistSource *sources,
+            guint n, GError **error)
+{
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GPtrArray) uids = g_ptr_array_sized_new(n); /* distinct, first asked first */
+    g_autoptr(GHashTable) pods = NULL;
+    g_autofree PodWork *works = NULL;
+    gint64 start_usec, timestamp_ns, elapsed_usec;
+    gboolean ok;
+
+    works = g_new0(PodWork, n);
+    for (guint i = 0; i < n; i++) {
+        if (g_hash_table_add(seen, (gpointer)pod_uids[i])) {
+            works[uids->len] = (PodWork){.pod_uid = pod_uids[i], .source = sources[i]};
+            g_ptr_array_add(uids, (gpointer)pod_uids[i]);
+        }
+    }
 
     g_mutex_lock(&pleg->relist_lock);
     start_usec = g_get_monotonic_time();
     timestamp_ns = now_ns(pleg);
 
-    ok = list_pod(pleg, pod_uid, &pod, error);
+    ok = list_pods(pleg, uids, &pods, error);
     if (ok) {
         g_mutex_lock(&pleg->state_lock);
-        rec = g_hash_table_lookup(pleg->records, pod_uid);
-        if (!rec && pod) {
-            rec = g_new0(PodRecord, 1);
-            g_hash_table_insert(pleg->records, g_strdup(pod_uid), rec);
-        }
-        if (rec) {
-            pod_snapshot_unref(rec->current);
-            rec->current = g_steal_pointer(&pod);
+        for (guint i = 0; i < uids->len; i++) {
+            const char *pod_uid = uids->pdata[i];
+            PodSnapshot *pod = g_hash_table_lookup(pods, pod_uid);
+            PodRecord *rec = g_hash_table_lookup(pleg->records, pod_uid);
+
+            if (!rec && pod) {
+                rec = g_new0(PodRecord, 1);
+                g_hash_table_insert(pleg->records, g_strdup(pod_uid), rec);
+            }
+            if (rec) {
+                pod_snapshot_unref(rec->current);
+                rec->current = pod ? pod_snapshot_ref(pod) : NULL;
+            }
         }
         g_mutex_unlock(&pleg->state_lock);
 
-        if (reconcile_pod(pleg, pod_uid, source, timestamp_ns))
-            pleg_pod_cache_touch(pleg->cache, pod_uid, timestamp_ns);
+        reconcile_pods(pleg, works, uids->len, timestamp_ns);
+        for (guint i = 0; i < uids->len; i++) {
+            if (works[i].fresh)
+                pleg_pod_cache_touch(pleg->cache, works[i].pod_uid, timestamp_ns);
+        }
 
         g_mutex_lock(&pleg->state_lock);
-        redeliver_missed(pleg, pod_uid);
+        for (guint i = 0; i < uids->len; i++)
+            redeliver_missed(pleg, uids->pdata[i]);
         g_mutex_unlock(&pleg->state_lock);
     }
-    pleg_metric_series_observe(pleg->series.pod_relist_duration,
-                               (double)(g_get_monotonic_time() - start_usec) / G_USEC_PER_SEC);
+    elapsed_usec = g_get_monotonic_time() - start_usec;
+    for (guint i = 0; i < n; i++)
+        pleg_metric_series_observe(pleg->series.pod_relist_duration,
+                                   (double)elapsed_usec / G_USEC_PER_SEC);
     g_mutex_unlock(&pleg->relist_lock);
     return ok;
+}
+
+gboolean
+pleg_generic_relist_pod(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource source,
+                        GError **error)
+{
+    g_return_val_if_fail(pleg != NULL && pod_uid != NULL, FALSE);
+    g_return_val_if_fail(source < PLEG_RELIST_SOURCE_N, FALSE);
+
+    return relist_pods(pleg, &pod_uid, &source, 1, error);
 }

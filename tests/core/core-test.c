@@ -320,3 +320,54 @@ run_suite(Suite *suite)
     srunner_free(runner);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+double
+requests(Fixture *fx, const char *source, const char *outcome)
+{
+    return metric_value(fx, "kubelet_pleg_relist_requests_total", source, outcome, NULL);
+}
+
+gboolean
+pod_relists_reach(gpointer data)
+{
+    CountCond *c = data;
+
+    return metric_count(c->fx, "kubelet_pleg_pod_relist_duration_seconds", NULL) >= c->count;
+}
+
+static gpointer
+relist_thread_run(gpointer data)
+{
+    RelistThread *rt = data;
+
+    rt->ok = pleg_generic_relist(rt->pleg, &rt->error);
+    return NULL;
+}
+
+void
+relist_thread_start(RelistThread *rt, PlegGeneric *pleg)
+{
+    *rt = (RelistThread){.pleg = pleg};
+    rt->thread = g_thread_new("relist", relist_thread_run, rt);
+}
+
+void
+relist_thread_join(RelistThread *rt)
+{
+    g_thread_join(g_steal_pointer(&rt->thread));
+    ck_assert_msg(rt->ok, "relist failed: %s", rt->error ? rt->error->message : "");
+    g_clear_error(&rt->error);
+}
+
+gboolean
+requests_reach(Fixture *fx, const char *source, const char *outcome, double value)
+{
+    gint64 end_time = g_get_monotonic_time() + WAIT_USEC;
+
+    while (requests(fx, source, outcome) < value) {
+        if (g_get_monotonic_time() > end_time)
+            return FALSE;
+        g_usleep(1000);
+    }
+    return TRUE;
+}

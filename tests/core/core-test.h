@@ -77,6 +77,25 @@ PlegPodStatus *cache_status(Fixture *fx, const char *pod_uid);
 /* State of @container_id in the cached status, -1 when it is not there. */
 int cache_container_state(Fixture *fx, const char *pod_uid, const char *container_id);
 
+/* kubelet_pleg_relist_requests_total{relist_source=@source, outcome=@outcome}. */
+double requests(Fixture *fx, const char *source, const char *outcome);
+/* Polls until requests() reaches @value; FALSE after WAIT_USEC. */
+gboolean requests_reach(Fixture *fx, const char *source, const char *outcome, double value);
+/* For wait_until(): kubelet_pleg_pod_relist_duration_seconds has @count observations. */
+typedef struct {
+    Fixture *fx;
+    guint64 count;
+} CountCond;
+gboolean pod_relists_reach(gpointer data);
+/* pleg_generic_relist() on a thread of its own: start, then join, which asserts success. */
+typedef struct {
+    PlegGeneric *pleg;
+    gboolean ok;
+    GError *error;
+    GThread *thread;
+} RelistThread;
+void relist_thread_start(RelistThread *rt, PlegGeneric *pleg);
+void relist_thread_join(RelistThread *rt);
 /* Runs @suite with Check and returns an exit status. */
 int run_suite(Suite *suite);
 

@@ -43,6 +43,8 @@ struct _FakeRuntime {
     GPtrArray *faults;
     guint n_blocked;
     guint unblock_generation;
+    guint status_in_flight;     /* PodSandboxStatus and ContainerStatus calls under way */
+    guint max_status_in_flight; /* the most there were at once */
     guint call_counts[FAKE_OP_N];
     GHashTable *call_counts_by_id[FAKE_OP_N];
     gint64 next_time;
@@ -305,6 +307,14 @@ fake_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **ret_
     return TRUE;
 }
 
+/* Called with the lock held; the call leaves with status_in_flight-- before unlocking. */
+static void
+status_call_enter(FakeRuntime *fake)
+{
+    fake->status_in_flight++;
+    fake->max_status_in_flight = MAX(fake->max_status_in_flight, fake->status_in_flight);
+}
+
 static PlegPodSandboxStatus *
 fake_pod_sandbox_status(gpointer impl, const char *pod_sandbox_id, GCancellable *cancellable,
                         GError **error)
@@ -314,6 +324,7 @@ fake_pod_sandbox_status(gpointer impl, const char *pod_sandbox_id, GCancellable 
     PlegPodSandboxStatus *status = NULL;
 
     g_mutex_lock(&fake->lock);
+    status_call_enter(fake);
     if (enter_call(fake, FAKE_OP_POD_SANDBOX_STATUS, pod_sandbox_id, cancellable, error)) {
         FakeSandbox *sandbox = find_sandbox(fake, pod_sandbox_id);
 
@@ -331,6 +342,7 @@ fake_pod_sandbox_status(gpointer impl, const char *pod_sandbox_id, GCancellable 
             status->ips = sandbox->ips ? g_strdupv(sandbox->ips) : g_new0(char *, 1);
         }
     }
+    fake->status_in_flight--;
     g_mutex_unlock(&fake->lock);
     g_cancellable_disconnect(cancellable, handler);
     return status;
@@ -345,6 +357,7 @@ fake_container_status(gpointer impl, const char *container_id, GCancellable *can
     PlegContainerStatus *status = NULL;
 
     g_mutex_lock(&fake->lock);
+    status_call_enter(fake);
     if (enter_call(fake, FAKE_OP_CONTAINER_STATUS, container_id, cancellable, error)) {
         FakeContainer *container = find_container(fake, container_id);
 
@@ -365,6 +378,7 @@ fake_container_status(gpointer impl, const char *container_id, GCancellable *can
             status->reason = g_strdup(container->reason);
         }
     }
+    fake->status_in_flight--;
     g_mutex_unlock(&fake->lock);
     g_cancellable_disconnect(cancellable, handler);
     return status;
@@ -586,6 +600,33 @@ fake_runtime_wait_blocked(FakeRuntime *fake, gint64 timeout_usec)
     blocked = fake->n_blocked > 0;
     g_mutex_unlock(&fake->lock);
     return blocked;
+}
+
+gboolean
+fake_runtime_wait_blocked_count(FakeRuntime *fake, guint n, gint64 timeout_usec)
+{
+    gint64 end_time = g_get_monotonic_time() + timeout_usec;
+    gboolean reached;
+
+    g_mutex_lock(&fake->lock);
+    while (fake->n_blocked < n) {
+        if (!g_cond_wait_until(&fake->cond, &fake->lock, end_time))
+            break;
+    }
+    reached = fake->n_blocked >= n;
+    g_mutex_unlock(&fake->lock);
+    return reached;
+}
+
+guint
+fake_runtime_get_max_status_in_flight(FakeRuntime *fake)
+{
+    guint n;
+
+    g_mutex_lock(&fake->lock);
+    n = fake->max_status_in_flight;
+    g_mutex_unlock(&fake->lock);
+    return n;
 }
 
 static void

@@ -66,6 +66,8 @@ void fake_runtime_hang(FakeRuntime *fake, FakeRuntimeOp op, const char *id, gint
 void fake_runtime_block(FakeRuntime *fake, FakeRuntimeOp op, const char *id);
 gboolean fake_runtime_wait_blocked(FakeRuntime *fake, gint64 timeout_usec);
 void fake_runtime_unblock(FakeRuntime *fake);
+/* Like fake_runtime_wait_blocked(), until at least @n calls are blocked at once. */
+gboolean fake_runtime_wait_blocked_count(FakeRuntime *fake, guint n, gint64 timeout_usec);
 void fake_runtime_clear_faults(FakeRuntime *fake);
 
 /* How many calls of @op were made (including failed ones). */
@@ -73,6 +75,8 @@ guint fake_runtime_get_call_count(FakeRuntime *fake, FakeRuntimeOp op);
 /* How many calls of @op were about @id (the sandbox or container id, or the ListContainers
  * filter). */
 guint fake_runtime_get_call_count_for(FakeRuntime *fake, FakeRuntimeOp op, const char *id);
+/* The most PodSandboxStatus and ContainerStatus calls that were under way at once. */
+guint fake_runtime_get_max_status_in_flight(FakeRuntime *fake);
 
 /* A settable wall clock for PlegGenericConfig.clock: pass fake_clock_now and a FakeClock *. */
 typedef struct {

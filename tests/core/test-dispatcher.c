@@ -17,38 +17,6 @@ dispatcher_fixture(gint64 period_usec, guint queue_capacity)
     return fixture_new_full(&config, 0, FALSE);
 }
 
-static double
-requests(Fixture *fx, const char *source, const char *outcome)
-{
-    return metric_value(fx, "kubelet_pleg_relist_requests_total", source, outcome, NULL);
-}
-
-static gboolean
-requests_reach(Fixture *fx, const char *source, const char *outcome, double value)
-{
-    gint64 end_time = g_get_monotonic_time() + WAIT_USEC;
-
-    while (requests(fx, source, outcome) < value) {
-        if (g_get_monotonic_time() > end_time)
-            return FALSE;
-        g_usleep(1000);
-    }
-    return TRUE;
-}
-
-typedef struct {
-    Fixture *fx;
-    guint64 count;
-} CountCond;
-
-static gboolean
-pod_relists_reach(gpointer data)
-{
-    CountCond *c = data;
-
-    return metric_count(c->fx, "kubelet_pleg_pod_relist_duration_seconds", NULL) >= c->count;
-}
-
 START_TEST(test_start_relists_at_once)
 {
     g_autoptr(Fixture) fx = dispatcher_fixture(HOUR_USEC, 0);

@@ -4,25 +4,6 @@
 
 #define HOUR_USEC (G_GINT64_CONSTANT(3600) * G_USEC_PER_SEC)
 
-static double
-requests(Fixture *fx, const char *source, const char *outcome)
-{
-    return metric_value(fx, "kubelet_pleg_relist_requests_total", source, outcome, NULL);
-}
-
-static gboolean
-requests_reach(Fixture *fx, const char *source, const char *outcome, double value)
-{
-    gint64 end_time = g_get_monotonic_time() + WAIT_USEC;
-
-    while (requests(fx, source, outcome) < value) {
-        if (g_get_monotonic_time() > end_time)
-            return FALSE;
-        g_usleep(1000);
-    }
-    return TRUE;
-}
-
 /* Runs the dispatcher (long period) over the requests queued by hand so far: its first global
  * relist covers every one of them, so afterwards kubelet_pleg_relist_requests_total{outcome=
  * "covered"} tells how many were queued, per source.  A sentinel request (post_allocation)
@@ -280,40 +261,23 @@ START_TEST(test_suspend_relist_pod)
 }
 END_TEST
 
-typedef struct {
-    PlegGeneric *pleg;
-    gboolean ok;
-    GError *error;
-} RelistThread;
-
-static gpointer
-relist_thread(gpointer data)
-{
-    RelistThread *rt = data;
-
-    rt->ok = pleg_generic_relist(rt->pleg, &rt->error);
-    return NULL;
-}
-
 /* A relist already inspecting the pod when the suspension starts does not publish it. */
 START_TEST(test_suspend_during_inspection)
 {
     g_autoptr(Fixture) fx = suspend_fixture();
-    RelistThread rt = {fx->pleg, FALSE, NULL};
-    GThread *thread;
+    RelistThread rt;
     g_autofree char *text = NULL;
 
     fake_runtime_set_container_state(fx->fake, "c1", PLEG_CONTAINER_STATE_EXITED);
     fake_runtime_set_container_state(fx->fake, "c2", PLEG_CONTAINER_STATE_EXITED);
     fake_runtime_block(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s1");
-    thread = g_thread_new("relist", relist_thread, &rt);
+    relist_thread_start(&rt, fx->pleg);
     ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
 
     /* Must return while the relist is stuck inside the pod's inspection. */
     pleg_generic_suspend_pod(fx->pleg, "pod1");
     fake_runtime_unblock(fx->fake);
-    g_thread_join(thread);
-    ck_assert_msg(rt.ok, "relist failed: %s", rt.error ? rt.error->message : "");
+    relist_thread_join(&rt);
 
     text = drain_str(fx);
     ck_assert_str_eq(text, "pod2 ContainerDied c2");

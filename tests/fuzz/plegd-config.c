@@ -75,6 +75,9 @@ check_options(const PlegdOptions *options)
     FUZZ_CHECK(options->relist_threshold_usec >= options->relist_period_usec,
                "a threshold not below the period");
     FUZZ_CHECK(options->feature_gates != NULL, "feature gates");
+    FUZZ_CHECK(options->max_status_calls_in_flight >= 1 &&
+                   options->max_status_calls_in_flight <= PLEGD_MAX_STATUS_CALLS_IN_FLIGHT_MAX,
+               "a status call bound in range");
     FUZZ_CHECK(options->http_idle_timeout_usec >= 0, "no negative idle timeout");
     for (char **name = options->disabled_plugins; name && *name; name++)
         FUZZ_CHECK(is_plugin_name(*name), "disabled plugins are plugin names");

@@ -161,15 +161,7 @@ stat_of(const Sample *samples, int n, gsize offset)
 static void
 add_stat(JsonBuilder *builder, const char *name, Stat stat)
 {
-    json_builder_set_member_name(builder, name);
-    json_builder_begin_object(builder);
-    json_builder_set_member_name(builder, "median");
-    json_builder_add_double_value(builder, stat.median);
-    json_builder_set_member_name(builder, "min");
-    json_builder_add_double_value(builder, stat.min);
-    json_builder_set_member_name(builder, "max");
-    json_builder_add_double_value(builder, stat.max);
-    json_builder_end_object(builder);
+    perf_json_add_stat(builder, name, stat.median, stat.min, stat.max);
 }
 
 int
@@ -298,12 +290,7 @@ main(int argc, char **argv)
     json_builder_end_object(builder);
 
     if (json_path) {
-        g_autoptr(JsonGenerator) generator = json_generator_new();
-        g_autoptr(JsonNode) root = json_builder_get_root(builder);
-
-        json_generator_set_root(generator, root);
-        json_generator_set_pretty(generator, TRUE);
-        if (!json_generator_to_file(generator, json_path, &error)) {
+        if (!perf_json_write(builder, json_path, &error)) {
             g_printerr("bench-relist: %s\n", error->message);
             return 2;
         }

@@ -238,4 +238,27 @@ perf_callgrind_count(const char *valgrind, const char *const *argv, const char *
         g_rmdir(dir);
     }
     return ir;
+void
+perf_json_add_stat(JsonBuilder *builder, const char *name, double median, double min, double max)
+{
+    json_builder_set_member_name(builder, name);
+    json_builder_begin_object(builder);
+    json_builder_set_member_name(builder, "median");
+    json_builder_add_double_value(builder, median);
+    json_builder_set_member_name(builder, "min");
+    json_builder_add_double_value(builder, min);
+    json_builder_set_member_name(builder, "max");
+    json_builder_add_double_value(builder, max);
+    json_builder_end_object(builder);
+}
+
+gboolean
+perf_json_write(JsonBuilder *builder, const char *path, GError **error)
+{
+    g_autoptr(JsonGenerator) generator = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(builder);
+
+    json_generator_set_root(generator, root);
+    json_generator_set_pretty(generator, TRUE);
+    return json_generator_to_file(generator, path, error);
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <gio/gio.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
@@ -43,5 +44,10 @@ void perf_stats_of(const void *samples, gsize stride, guint n, gsize offset, dou
  * there (Ir), or 0 after printing why on stderr when valgrind fails. */
 guint64 perf_callgrind_count(const char *valgrind, const char *const *argv,
                              const char *toggle_function);
+/* A member @name of the object being built: {"median": ..., "min": ..., "max": ...}. */
+void perf_json_add_stat(JsonBuilder *builder, const char *name, double median, double min,
+                        double max);
+/* Writes the builder's root, pretty, to @path.  FALSE with @error when it cannot. */
+gboolean perf_json_write(JsonBuilder *builder, const char *path, GError **error);
 
 G_END_DECLS

@@ -21,6 +21,8 @@ G_BEGIN_DECLS
 #define PLEG_DEFAULT_RELIST_THRESHOLD_USEC (3 * 60 * G_USEC_PER_SEC)
 #define PLEG_DEFAULT_EVENT_CHANNEL_CAPACITY 1000
 #define PLEG_DEFAULT_RELIST_QUEUE_CAPACITY 200
+/* Status calls (PodSandboxStatus, ContainerStatus) a relist keeps in flight at most. */
+#define PLEG_DEFAULT_MAX_STATUS_CALLS_IN_FLIGHT 64
 
 /**
  * PlegPodLifecycleEventType:
@@ -251,6 +253,12 @@ typedef gint64 (*PlegClockFunc)(gpointer user_data);
  *   with it); otherwise those are measured on the monotonic clock, as kubelet does, so a step
  *   of the wall clock neither hides a stalled PLEG nor fails a healthy one.
  * @clock_data: passed to @clock.
+ * @max_status_calls_in_flight: the most PodSandboxStatus and ContainerStatus calls that a
+ *   relist has in flight at once, over all the pods it inspects (64; 0 means the default).  A
+ *   global relist, or one pass over the queued targeted relists, inspects its pods together
+ *   under this one bound; each pod is still published as one unit, and a pod whose call hangs
+ *   to its deadline holds back no other.  It takes the place of one reserved slot, so the
+ *   struct keeps its size.
  *
  * Initialise with pleg_generic_config_init() and change what you need.
  */
@@ -260,8 +268,9 @@ typedef struct {
     guint relist_queue_capacity;
     PlegClockFunc clock;
     gpointer clock_data;
+    guint max_status_calls_in_flight;
     /*< private >*/
-    gpointer reserved[8];
+    gpointer reserved[7];
 } PlegGenericConfig;
 
 /**
