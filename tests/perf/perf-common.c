@@ -238,6 +238,8 @@ perf_callgrind_count(const char *valgrind, const char *const *argv, const char *
         g_rmdir(dir);
     }
     return ir;
+}
+
 void
 perf_json_add_stat(JsonBuilder *builder, const char *name, double median, double min, double max)
 {
