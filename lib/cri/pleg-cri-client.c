@@ -101,6 +101,26 @@ call(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
                             client->timeout_usec, cancellable, error);
 }
 
+/* call() with the answer unpacked into @arena: it lives as long as the arena. */
+static gpointer
+call_in_arena(PlegCriClient *client, CriArena *arena, const char *method,
+              const ProtobufCMessage *request,
+              const ProtobufCMessageDescriptor *response_descriptor, GCancellable *cancellable,
+              GError **error)
+{
+    CriUnaryCall unary = {
+        .method = method,
+        .request = request,
+        .response_descriptor = response_descriptor,
+        .arena = arena,
+    };
+
+    cri_channel_call_many(client->channel, &unary, 1, client->timeout_usec, cancellable);
+    if (unary.error)
+        g_propagate_error(error, unary.error);
+    return unary.response;
+}
+
 gboolean
 pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name, char **ret_runtime_version,
                         GCancellable *cancellable, GError **error)
@@ -245,7 +265,7 @@ list_unary_answered(PlegCriClient *client, Listing listing, gboolean whole, cons
 
 typedef void (*ListSink)(const ProtobufCMessage *message, GPtrArray *items);
 
-/* One list stream, each message decoded into @items as it arrives and freed at once, so that the
+/* One list stream, each message decoded into @items as it arrives and dropped at once, so that the
  * whole answer is never held twice.  The stream's deadline is the client's call deadline. */
 static gboolean
 list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
@@ -255,17 +275,24 @@ list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *r
     g_autoptr(CriStream) stream = cri_stream_start(client->channel, method, request,
                                                    response_descriptor, client->timeout_usec,
                                                    FALSE, error);
+    g_autoptr(CriArena) arena = NULL;
+    CriArenaMark start;
 
     if (!stream)
         return FALSE;
+    /* Declared after the stream, so freed before it: the stream only borrows the arena. */
+    arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
+    start = cri_arena_mark(arena);
+    cri_stream_set_arena(stream, arena);
     for (;;) {
-        g_autoptr(ProtobufCMessage) message = NULL;
+        ProtobufCMessage *message = NULL;
 
         if (!cri_stream_read(stream, &message, cancellable, error))
             return FALSE;
         if (!message)
             return TRUE;
         sink(message, items);
+        cri_arena_rewind(arena, &start);
     }
 }
 
@@ -322,7 +349,8 @@ list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
     Runtime__V1__StreamPodSandboxesRequest stream_request =
         RUNTIME__V1__STREAM_POD_SANDBOXES_REQUEST__INIT;
     Runtime__V1__ListPodSandboxRequest request = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
-    g_autoptr(Runtime__V1__ListPodSandboxResponse) response = NULL;
+    g_autoptr(CriArena) arena = NULL;
+    Runtime__V1__ListPodSandboxResponse *response;
     g_autoptr(GPtrArray) sandboxes =
         g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_sandbox_free);
     g_autoptr(GError) local_error = NULL;
@@ -340,8 +368,10 @@ list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
     }
 
     request.filter = filter;
-    response = call(client, "ListPodSandbox", &request.base,
-                    &runtime__v1__list_pod_sandbox_response__descriptor, cancellable, &local_error);
+    arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
+    response = call_in_arena(client, arena, "ListPodSandbox", &request.base,
+                             &runtime__v1__list_pod_sandbox_response__descriptor, cancellable,
+                             &local_error);
     list_unary_answered(client, LIST_SANDBOXES, filter == NULL, local_error);
     if (!response) {
         g_propagate_error(error, g_steal_pointer(&local_error));
@@ -397,7 +427,8 @@ runtime_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **r
     Runtime__V1__StreamContainersRequest stream_request = RUNTIME__V1__STREAM_CONTAINERS_REQUEST__INIT;
     Runtime__V1__ListContainersRequest request = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
     Runtime__V1__ContainerFilter filter = RUNTIME__V1__CONTAINER_FILTER__INIT;
-    g_autoptr(Runtime__V1__ListContainersResponse) response = NULL;
+    g_autoptr(CriArena) arena = NULL;
+    Runtime__V1__ListContainersResponse *response;
     g_autoptr(GPtrArray) containers =
         g_ptr_array_new_with_free_func((GDestroyNotify)pleg_container_free);
     g_autoptr(GError) local_error = NULL;
@@ -418,8 +449,10 @@ runtime_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **r
         return FALSE;
     }
 
-    response = call(client, "ListContainers", &request.base,
-                    &runtime__v1__list_containers_response__descriptor, cancellable, &local_error);
+    arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
+    response = call_in_arena(client, arena, "ListContainers", &request.base,
+                             &runtime__v1__list_containers_response__descriptor, cancellable,
+                             &local_error);
     list_unary_answered(client, LIST_CONTAINERS, pod_sandbox_id == NULL, local_error);
     if (!response) {
         g_propagate_error(error, g_steal_pointer(&local_error));
@@ -454,6 +487,8 @@ runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
     PlegCriClient *client = impl;
     g_autofree StatusRequest *requests = g_new(StatusRequest, n_queries);
     g_autofree CriUnaryCall *calls = g_new0(CriUnaryCall, n_queries);
+    /* Every answer of the batch in one arena, dropped once all are decoded. */
+    g_autoptr(CriArena) arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
 
     for (guint i = 0; i < n_queries; i++) {
         const PlegStatusQuery *q = &queries[i];
@@ -465,6 +500,7 @@ runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
             calls[i].method = "PodSandboxStatus";
             calls[i].request = &requests[i].sandbox.base;
             calls[i].response_descriptor = &runtime__v1__pod_sandbox_status_response__descriptor;
+            calls[i].arena = arena;
         } else {
             requests[i].container =
                 (Runtime__V1__ContainerStatusRequest)RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
@@ -472,6 +508,7 @@ runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
             calls[i].method = "ContainerStatus";
             calls[i].request = &requests[i].container.base;
             calls[i].response_descriptor = &runtime__v1__container_status_response__descriptor;
+            calls[i].arena = arena;
         }
     }
 
@@ -483,16 +520,16 @@ runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
         if (calls[i].error) {
             q->error = g_steal_pointer(&calls[i].error);
         } else if (q->pod_sandbox_id) {
-            g_autoptr(Runtime__V1__PodSandboxStatusResponse) response =
-                (Runtime__V1__PodSandboxStatusResponse *)calls[i].response;
+            const Runtime__V1__PodSandboxStatusResponse *response =
+                (gconstpointer)calls[i].response;
 
             if (response->status)
                 q->pod_sandbox_status = cri_decode_pod_sandbox_status(response->status);
             else
                 set_missing_status_error(client, calls[i].method, &q->error);
         } else {
-            g_autoptr(Runtime__V1__ContainerStatusResponse) response =
-                (Runtime__V1__ContainerStatusResponse *)calls[i].response;
+            const Runtime__V1__ContainerStatusResponse *response =
+                (gconstpointer)calls[i].response;
 
             if (response->status)
                 q->container_status = cri_decode_container_status(response->status);
