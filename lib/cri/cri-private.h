@@ -133,9 +133,16 @@ ProtobufCMessage *cri_channel_call(CriChannel *channel, const char *method,
  * @arena: (nullable): unpack @response into this arena instead of with malloc; @response then
  *   lives as long as the arena and is never freed on its own.  Calls of one batch may share an
  *   arena: cri_channel_call_many() unpacks on its caller's thread, one answer at a time.
+ * @item_func: (nullable): for an answer whose field 1 is a repeated message (every CRI listing):
+ *   the answer is never unpacked whole; each item of field 1 is unpacked alone into @arena
+ *   (required then), given to @item_func with @item_data on the caller's thread, in order, and
+ *   dropped from the arena when it returns.  Other fields are skipped.  @response stays %NULL;
+ *   @error says whether the call and every item succeeded (items already given stay given).
  *
- * One call of cri_channel_call_many(); the caller fills the first three fields and @arena.
+ * One call of cri_channel_call_many(); the caller fills the first three fields, and the last
+ * three if it wants.
  */
+typedef void (*CriItemFunc)(const ProtobufCMessage *item, gpointer item_data);
 typedef struct {
     const char *method;
     const ProtobufCMessage *request;
@@ -143,6 +150,8 @@ typedef struct {
     ProtobufCMessage *response;
     GError *error;
     CriArena *arena;
+    CriItemFunc item_func;
+    gpointer item_data;
 } CriUnaryCall;
 
 /* Calls one cri_channel_call_many() keeps in flight at most; the rest start as they finish. */

@@ -101,24 +101,29 @@ call(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
                             client->timeout_usec, cancellable, error);
 }
 
-/* call() with the answer unpacked into @arena: it lives as long as the arena. */
-static gpointer
-call_in_arena(PlegCriClient *client, CriArena *arena, const char *method,
-              const ProtobufCMessage *request,
-              const ProtobufCMessageDescriptor *response_descriptor, GCancellable *cancellable,
-              GError **error)
+/* A unary listing: each item of the answer unpacked alone into an arena of the channel's pool
+ * and given to @item_func, so that neither the answer nor a copy of it is ever held whole. */
+static gboolean
+call_listing(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
+             const ProtobufCMessageDescriptor *response_descriptor, CriItemFunc item_func,
+             gpointer item_data, GCancellable *cancellable, GError **error)
 {
+    g_autoptr(CriArena) arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
     CriUnaryCall unary = {
         .method = method,
         .request = request,
         .response_descriptor = response_descriptor,
         .arena = arena,
+        .item_func = item_func,
+        .item_data = item_data,
     };
 
     cri_channel_call_many(client->channel, &unary, 1, client->timeout_usec, cancellable);
-    if (unary.error)
+    if (unary.error) {
         g_propagate_error(error, unary.error);
-    return unary.response;
+        return FALSE;
+    }
+    return TRUE;
 }
 
 gboolean
@@ -323,6 +328,18 @@ try_list_stream(PlegCriClient *client, const char *method, const ProtobufCMessag
 }
 
 static void
+add_sandbox(const ProtobufCMessage *item, gpointer sandboxes)
+{
+    g_ptr_array_add(sandboxes, cri_decode_pod_sandbox((gconstpointer)item));
+}
+
+static void
+add_container(const ProtobufCMessage *item, gpointer containers)
+{
+    g_ptr_array_add(containers, cri_decode_container((gconstpointer)item));
+}
+
+static void
 add_sandboxes(const ProtobufCMessage *message, GPtrArray *sandboxes)
 {
     const Runtime__V1__StreamPodSandboxesResponse *response = (gconstpointer)message;
@@ -349,8 +366,6 @@ list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
     Runtime__V1__StreamPodSandboxesRequest stream_request =
         RUNTIME__V1__STREAM_POD_SANDBOXES_REQUEST__INIT;
     Runtime__V1__ListPodSandboxRequest request = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
-    g_autoptr(CriArena) arena = NULL;
-    Runtime__V1__ListPodSandboxResponse *response;
     g_autoptr(GPtrArray) sandboxes =
         g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_sandbox_free);
     g_autoptr(GError) local_error = NULL;
@@ -368,18 +383,14 @@ list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
     }
 
     request.filter = filter;
-    arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
-    response = call_in_arena(client, arena, "ListPodSandbox", &request.base,
-                             &runtime__v1__list_pod_sandbox_response__descriptor, cancellable,
-                             &local_error);
+    call_listing(client, "ListPodSandbox", &request.base,
+                 &runtime__v1__list_pod_sandbox_response__descriptor, add_sandbox, sandboxes,
+                 cancellable, &local_error);
     list_unary_answered(client, LIST_SANDBOXES, filter == NULL, local_error);
-    if (!response) {
+    if (local_error) {
         g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
     }
-
-    for (size_t i = 0; i < response->n_items; i++)
-        g_ptr_array_add(sandboxes, cri_decode_pod_sandbox(response->items[i]));
     *ret_sandboxes = g_steal_pointer(&sandboxes);
     return TRUE;
 }
@@ -427,8 +438,6 @@ runtime_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **r
     Runtime__V1__StreamContainersRequest stream_request = RUNTIME__V1__STREAM_CONTAINERS_REQUEST__INIT;
     Runtime__V1__ListContainersRequest request = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
     Runtime__V1__ContainerFilter filter = RUNTIME__V1__CONTAINER_FILTER__INIT;
-    g_autoptr(CriArena) arena = NULL;
-    Runtime__V1__ListContainersResponse *response;
     g_autoptr(GPtrArray) containers =
         g_ptr_array_new_with_free_func((GDestroyNotify)pleg_container_free);
     g_autoptr(GError) local_error = NULL;
@@ -449,18 +458,14 @@ runtime_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **r
         return FALSE;
     }
 
-    arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
-    response = call_in_arena(client, arena, "ListContainers", &request.base,
-                             &runtime__v1__list_containers_response__descriptor, cancellable,
-                             &local_error);
+    call_listing(client, "ListContainers", &request.base,
+                 &runtime__v1__list_containers_response__descriptor, add_container, containers,
+                 cancellable, &local_error);
     list_unary_answered(client, LIST_CONTAINERS, pod_sandbox_id == NULL, local_error);
-    if (!response) {
+    if (local_error) {
         g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
     }
-
-    for (size_t i = 0; i < response->n_containers; i++)
-        g_ptr_array_add(containers, cri_decode_container(response->containers[i]));
     *ret_containers = g_steal_pointer(&containers);
     return TRUE;
 }
