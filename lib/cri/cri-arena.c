@@ -18,7 +18,7 @@
  * short strings, so a wider alignment would mostly add padding. */
 #define ARENA_ALIGN        8
 #define ARENA_BLOCK_MIN    (64 * 1024)
-#define ALIGN_UP(n, align) (((n) + (align) - 1) & ~((gsize)(align) - 1))
+#define ALIGN_UP(n, align) (((n) + (align)-1) & ~((gsize)(align)-1))
 
 typedef struct _Block Block;
 struct _Block {
@@ -28,7 +28,7 @@ struct _Block {
     /* data follows, ARENA_ALIGN-aligned */
 };
 
-#define BLOCK_HEADER ALIGN_UP(sizeof(Block), ARENA_ALIGN)
+#define BLOCK_HEADER  ALIGN_UP(sizeof(Block), ARENA_ALIGN)
 #define BLOCK_DATA(b) ((guint8 *)(b) + BLOCK_HEADER)
 
 struct _CriArenaPool {
@@ -36,9 +36,9 @@ struct _CriArenaPool {
     gsize cap_bytes;
     Block *free_blocks; /* singly linked, any order */
     gsize cached_bytes;
-    gsize hint_bytes;        /* what one block should hold, learnt from arenas that chained */
-    guint64 blocks_made;     /* blocks ever allocated, for tests and benchmarks */
-    guint n_arenas;          /* arenas alive */
+    gsize hint_bytes;    /* what one block should hold, learnt from arenas that chained */
+    guint64 blocks_made; /* blocks ever allocated, for tests and benchmarks */
+    guint n_arenas;      /* arenas alive */
 };
 
 struct _CriArena {

@@ -315,170 +315,27 @@ unpack_message(CriChannel *self, const char *method, grpc_byte_buffer *buffer,
     return message;
 }
 
-/* ---- an answer item by item ---- */
+/* ---- an answer item by item (cri-items.c) over the slices of a byte buffer ---- */
 
-/* The received bytes, read across the slices of a byte buffer. */
 typedef struct {
-    grpc_byte_buffer_reader *reader;
+    grpc_byte_buffer_reader reader;
     grpc_slice slice; /* a reference while `have_slice` */
     gboolean have_slice;
-    const guint8 *p, *end;
-} WireCursor;
+} SliceSource;
 
-/* Moves to the next non-empty slice; FALSE at the end of the message. */
 static gboolean
-cursor_next_slice(WireCursor *c)
+next_slice(gpointer data, const guint8 **ret_data, gsize *ret_length)
 {
-    while (c->p == c->end) {
-        if (c->have_slice)
-            grpc_slice_unref(c->slice);
-        c->have_slice = grpc_byte_buffer_reader_next(c->reader, &c->slice);
-        if (!c->have_slice)
-            return FALSE;
-        c->p = GRPC_SLICE_START_PTR(c->slice);
-        c->end = c->p + GRPC_SLICE_LENGTH(c->slice);
-    }
+    SliceSource *source = data;
+
+    if (source->have_slice)
+        grpc_slice_unref(source->slice);
+    source->have_slice = grpc_byte_buffer_reader_next(&source->reader, &source->slice);
+    if (!source->have_slice)
+        return FALSE;
+    *ret_data = GRPC_SLICE_START_PTR(source->slice);
+    *ret_length = GRPC_SLICE_LENGTH(source->slice);
     return TRUE;
-}
-
-static gboolean
-cursor_varint(WireCursor *c, guint64 *ret)
-{
-    guint64 value = 0;
-
-    for (guint shift = 0; shift < 64; shift += 7) {
-        guint8 byte;
-
-        if (!cursor_next_slice(c))
-            return FALSE;
-        byte = *c->p++;
-        value |= (guint64)(byte & 0x7f) << shift;
-        if (!(byte & 0x80)) {
-            *ret = value;
-            return TRUE;
-        }
-    }
-    return FALSE;
-}
-
-/* The next @length bytes in one piece: in place when one slice holds them, else copied into
- * @arena.  NULL when the message ends first. */
-static const guint8 *
-cursor_take(WireCursor *c, guint64 length, CriArena *arena)
-{
-    guint8 *copy;
-    gsize copied = 0;
-
-    if (length == 0 || (cursor_next_slice(c) && (guint64)(c->end - c->p) >= length)) {
-        const guint8 *ret = c->p;
-
-        c->p += length;
-        return ret;
-    }
-    if (length > PLEG_CRI_MAX_RECEIVE_BYTES)
-        return NULL;
-    copy = cri_arena_alloc(arena, length);
-    while (copied < length) {
-        gsize n;
-
-        if (!cursor_next_slice(c))
-            return NULL;
-        n = MIN((gsize)(c->end - c->p), length - copied);
-        memcpy(copy + copied, c->p, n);
-        c->p += n;
-        copied += n;
-    }
-    return copy;
-}
-
-static gboolean
-cursor_skip(WireCursor *c, guint64 length)
-{
-    while (length > 0) {
-        gsize n;
-
-        if (!cursor_next_slice(c))
-            return FALSE;
-        n = (gsize)MIN((guint64)(c->end - c->p), length);
-        c->p += n;
-        length -= n;
-    }
-    return TRUE;
-}
-
-/* The item type of @descriptor's field 1, when it is a repeated message. */
-static const ProtobufCMessageDescriptor *
-item_descriptor_of(const ProtobufCMessageDescriptor *descriptor)
-{
-    const ProtobufCFieldDescriptor *field = protobuf_c_message_descriptor_get_field(descriptor, 1);
-
-    if (field && field->label == PROTOBUF_C_LABEL_REPEATED && field->type == PROTOBUF_C_TYPE_MESSAGE)
-        return field->descriptor;
-    return NULL;
-}
-
-/* Walks the answer's top-level fields as protobuf-c would read them: each item of field 1 is
- * unpacked alone, handed over and rewound, so the arena holds one item at a time whatever the
- * size of the answer.  Fails where protobuf-c would fail the whole answer: a truncated field,
- * field 1 not length-delimited, a group or an unknown wire type. */
-static gboolean
-unpack_items(grpc_byte_buffer_reader *reader, const ProtobufCMessageDescriptor *item_descriptor,
-             CriArena *arena, CriItemFunc item_func, gpointer item_data)
-{
-    WireCursor c = {.reader = reader};
-    gboolean ok = FALSE;
-
-    for (;;) {
-        guint64 tag, length;
-
-        if (!cursor_next_slice(&c)) {
-            ok = TRUE; /* the end, between two fields */
-            break;
-        }
-        if (!cursor_varint(&c, &tag) || (tag >> 3) == 0 || (tag >> 3) > G_MAXINT32)
-            break;
-        if ((tag >> 3) == 1) {
-            CriArenaMark mark = cri_arena_mark(arena);
-            const guint8 *bytes;
-            ProtobufCMessage *item;
-
-            if ((tag & 7) != 2 || !cursor_varint(&c, &length) ||
-                !(bytes = cursor_take(&c, length, arena)))
-                break;
-            item = protobuf_c_message_unpack(item_descriptor, cri_arena_get_allocator(arena),
-                                             length, bytes);
-            if (item)
-                item_func(item, item_data);
-            cri_arena_rewind(arena, &mark);
-            if (!item)
-                break;
-            continue;
-        }
-        switch (tag & 7) {
-        case 0:
-            if (!cursor_varint(&c, &length))
-                goto out;
-            continue;
-        case 1:
-            if (!cursor_skip(&c, 8))
-                goto out;
-            continue;
-        case 2:
-            if (!cursor_varint(&c, &length) || !cursor_skip(&c, length))
-                goto out;
-            continue;
-        case 5:
-            if (!cursor_skip(&c, 4))
-                goto out;
-            continue;
-        default:
-            goto out;
-        }
-    }
-out:
-    if (c.have_slice)
-        grpc_slice_unref(c.slice);
-    return ok;
 }
 
 static gboolean
@@ -486,20 +343,19 @@ unpack_answer_items(CriChannel *self, const char *method, grpc_byte_buffer *buff
                     const ProtobufCMessageDescriptor *descriptor, CriArena *arena,
                     CriItemFunc item_func, gpointer item_data, GError **error)
 {
-    const ProtobufCMessageDescriptor *item_descriptor = item_descriptor_of(descriptor);
-    grpc_byte_buffer_reader reader;
+    SliceSource source = {0};
     gboolean ok;
 
-    g_return_val_if_fail(item_descriptor != NULL && arena != NULL, FALSE);
-
-    if (!grpc_byte_buffer_reader_init(&reader, buffer)) {
+    if (!grpc_byte_buffer_reader_init(&source.reader, buffer)) {
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
                     "%s: %s: cannot read the response of type %s", self->endpoint, method,
                     descriptor->name);
         return FALSE;
     }
-    ok = unpack_items(&reader, item_descriptor, arena, item_func, item_data);
-    grpc_byte_buffer_reader_destroy(&reader);
+    ok = cri_unpack_items(next_slice, &source, descriptor, arena, item_func, item_data);
+    if (source.have_slice)
+        grpc_slice_unref(source.slice);
+    grpc_byte_buffer_reader_destroy(&source.reader);
     if (!ok)
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
                     "%s: %s: cannot decode the response as %s", self->endpoint, method,

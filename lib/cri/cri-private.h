@@ -85,6 +85,30 @@ typedef struct {
 CriArenaMark cri_arena_mark(CriArena *arena);
 void cri_arena_rewind(CriArena *arena, const CriArenaMark *mark);
 
+/* ---- an answer item by item (lib/cri/cri-items.c) ---- */
+
+typedef void (*CriItemFunc)(const ProtobufCMessage *item, gpointer item_data);
+/* The next piece of a message's bytes, in order; FALSE at the end.  The previous piece may be
+ * released when the next is asked for. */
+typedef gboolean (*CriPieceFunc)(gpointer source, const guint8 **ret_data, gsize *ret_length);
+
+/**
+ * cri_unpack_items:
+ * @descriptor: the whole answer's type; its field 1 must be a repeated message.
+ *
+ * Reads a message of type @descriptor from the pieces @next_piece gives, as protobuf-c would,
+ * without unpacking it whole: each item of field 1 is unpacked alone into @arena (in place
+ * when one piece holds it, else from a copy in @arena), given to @item_func, and rewound when it
+ * returns; other fields are skipped.  Fails, after the items before the fault were given, where
+ * protobuf-c would fail the whole message: a bad tag, an unknown wire type or a group, a
+ * truncated field, field 1 not length-delimited, an item that does not unpack.
+ *
+ * Returns: whether the whole message was read.
+ */
+gboolean cri_unpack_items(CriPieceFunc next_piece, gpointer source,
+                          const ProtobufCMessageDescriptor *descriptor, CriArena *arena,
+                          CriItemFunc item_func, gpointer item_data);
+
 typedef struct _CriChannel CriChannel;
 
 /**
@@ -142,7 +166,6 @@ ProtobufCMessage *cri_channel_call(CriChannel *channel, const char *method,
  * One call of cri_channel_call_many(); the caller fills the first three fields, and the last
  * three if it wants.
  */
-typedef void (*CriItemFunc)(const ProtobufCMessage *item, gpointer item_data);
 typedef struct {
     const char *method;
     const ProtobufCMessage *request;

@@ -128,12 +128,12 @@ pack_listing(guint n, gsize *ret_length)
         c->metadata = &metadata[i];
         c->state = RUNTIME__V1__CONTAINER_STATE__CONTAINER_RUNNING;
         c->created_at = (gint64)i * 1000;
-        labels[2 * i] = (Runtime__V1__Container__LabelsEntry)
-            RUNTIME__V1__CONTAINER__LABELS_ENTRY__INIT;
+        labels[2 * i] =
+            (Runtime__V1__Container__LabelsEntry)RUNTIME__V1__CONTAINER__LABELS_ENTRY__INIT;
         labels[2 * i].key = (char *)"io.kubernetes.pod.uid";
         labels[2 * i].value = uid;
-        labels[2 * i + 1] = (Runtime__V1__Container__LabelsEntry)
-            RUNTIME__V1__CONTAINER__LABELS_ENTRY__INIT;
+        labels[2 * i + 1] =
+            (Runtime__V1__Container__LabelsEntry)RUNTIME__V1__CONTAINER__LABELS_ENTRY__INIT;
         labels[2 * i + 1].key = (char *)"io.kubernetes.container.name";
         labels[2 * i + 1].value = (char *)"app";
         label_items[2 * i] = &labels[2 * i];
@@ -213,8 +213,8 @@ START_TEST(test_failed_unpack_rewound)
     mark = cri_arena_mark(arena);
 
     /* Cut in the middle of a container: protobuf-c fails after allocating much of the answer. */
-    ck_assert_ptr_null(runtime__v1__list_containers_response__unpack(
-        cri_arena_get_allocator(arena), length - 7, packed));
+    ck_assert_ptr_null(runtime__v1__list_containers_response__unpack(cri_arena_get_allocator(arena),
+                                                                     length - 7, packed));
     ck_assert_uint_gt(cri_arena_get_used_bytes(arena), before);
     cri_arena_rewind(arena, &mark);
     ck_assert_uint_eq(cri_arena_get_used_bytes(arena), before);
