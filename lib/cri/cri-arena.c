@@ -177,9 +177,10 @@ cri_arena_alloc(CriArena *arena, gsize size)
 
     g_return_val_if_fail(arena != NULL, NULL);
 
-    size = ALIGN_UP(MAX(size, 1), ARENA_ALIGN);
+    /* Checked before rounding up, which would wrap. */
     if (G_UNLIKELY(size > G_MAXSIZE / 2))
         return NULL; /* protobuf-c treats NULL as out of memory and fails the unpack */
+    size = ALIGN_UP(MAX(size, 1), ARENA_ALIGN);
     b = arena->blocks;
     if (!b || b->size - b->used < size) {
         /* The rest of the head block is given up: unpacking asks for small pieces, and a piece

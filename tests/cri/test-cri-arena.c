@@ -16,6 +16,8 @@ START_TEST(test_alloc_aligned)
     CriArenaPool *pool = cri_arena_pool_new(MIB);
     CriArena *arena = cri_arena_new(pool);
     guint8 *pieces[200];
+    guint64 made;
+    gsize used;
 
     for (guint i = 0; i < G_N_ELEMENTS(pieces); i++) {
         gsize size = 1 + i * 37;
@@ -30,6 +32,12 @@ START_TEST(test_alloc_aligned)
         for (gsize j = 0; j < 1 + i * 37; j++)
             ck_assert_uint_eq(pieces[i][j], (guint8)i);
     ck_assert_uint_ge(cri_arena_get_used_bytes(arena), 200 * 8);
+    /* A size no block could have fails, as an allocator's out of memory, and costs nothing. */
+    made = cri_arena_pool_get_blocks_made(pool);
+    used = cri_arena_get_used_bytes(arena);
+    ck_assert_ptr_null(cri_arena_alloc(arena, G_MAXSIZE - 3));
+    ck_assert_uint_eq(cri_arena_pool_get_blocks_made(pool), made);
+    ck_assert_uint_eq(cri_arena_get_used_bytes(arena), used);
 
     cri_arena_free(arena);
     cri_arena_pool_free(pool);
