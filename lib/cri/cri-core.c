@@ -47,6 +47,7 @@ struct _CriChannel {
     char *endpoint;
     char *target;
     grpc_channel *channel;
+    CriArenaPool *arena_pool;
 };
 
 gboolean
@@ -174,6 +175,7 @@ cri_channel_new(const char *endpoint, GError **error)
     self->ref_count = 1;
     self->endpoint = g_strdup(endpoint);
     self->target = g_steal_pointer(&target);
+    self->arena_pool = cri_arena_pool_new(CRI_ARENA_POOL_CAP_BYTES);
 
     credentials = grpc_insecure_credentials_create();
     self->channel = grpc_channel_create(self->target, credentials, &channel_args);
@@ -198,6 +200,7 @@ cri_channel_unref(CriChannel *self)
         return;
 
     grpc_channel_destroy(self->channel);
+    cri_arena_pool_free(self->arena_pool);
     g_free(self->endpoint);
     g_free(self->target);
     g_free(self);
@@ -210,6 +213,13 @@ cri_channel_get_endpoint(CriChannel *self)
 {
     g_return_val_if_fail(self != NULL, NULL);
     return self->endpoint;
+}
+
+CriArenaPool *
+cri_channel_get_arena_pool(CriChannel *self)
+{
+    g_return_val_if_fail(self != NULL, NULL);
+    return self->arena_pool;
 }
 
 static gpr_timespec
@@ -234,9 +244,49 @@ pack_message(const ProtobufCMessage *message)
     return buffer;
 }
 
+/* Unpacks into @arena straight from the received slice when there is one, else from a copy of
+ * the slices in the arena: neither the wire bytes nor the message take a malloc.  A failed unpack
+ * leaves the arena as it was. */
+static ProtobufCMessage *
+unpack_in_arena(grpc_byte_buffer_reader *reader, const ProtobufCMessageDescriptor *descriptor,
+                CriArena *arena)
+{
+    CriArenaMark mark = cri_arena_mark(arena);
+    grpc_slice *first = NULL, *second = NULL;
+    ProtobufCMessage *message;
+
+    if (grpc_byte_buffer_reader_peek(reader, &first) &&
+        !grpc_byte_buffer_reader_peek(reader, &second)) {
+        message =
+            protobuf_c_message_unpack(descriptor, cri_arena_get_allocator(arena),
+                                      GRPC_SLICE_LENGTH(*first), GRPC_SLICE_START_PTR(*first));
+    } else {
+        gsize length = grpc_byte_buffer_length(reader->buffer_out), copied = 0;
+        guint8 *data = cri_arena_alloc(arena, length);
+        grpc_byte_buffer *buffer = reader->buffer_in;
+        grpc_slice slice;
+
+        /* Peeking moved the reader on: start again from the first slice. */
+        grpc_byte_buffer_reader_destroy(reader);
+        if (!grpc_byte_buffer_reader_init(reader, buffer))
+            g_assert_not_reached(); /* it succeeded a moment ago on the same buffer */
+        while (grpc_byte_buffer_reader_next(reader, &slice)) {
+            memcpy(data + copied, GRPC_SLICE_START_PTR(slice), GRPC_SLICE_LENGTH(slice));
+            copied += GRPC_SLICE_LENGTH(slice);
+            grpc_slice_unref(slice);
+        }
+        g_assert(copied == length);
+        message = protobuf_c_message_unpack(descriptor, cri_arena_get_allocator(arena), length,
+                                            data);
+    }
+    if (!message)
+        cri_arena_rewind(arena, &mark);
+    return message;
+}
+
 static ProtobufCMessage *
 unpack_message(CriChannel *self, const char *method, grpc_byte_buffer *buffer,
-               const ProtobufCMessageDescriptor *descriptor, GError **error)
+               const ProtobufCMessageDescriptor *descriptor, CriArena *arena, GError **error)
 {
     grpc_byte_buffer_reader reader;
     ProtobufCMessage *message;
@@ -248,17 +298,69 @@ unpack_message(CriChannel *self, const char *method, grpc_byte_buffer *buffer,
                     descriptor->name);
         return NULL;
     }
-    slice = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
-
-    message = protobuf_c_message_unpack(descriptor, NULL, GRPC_SLICE_LENGTH(slice),
-                                        GRPC_SLICE_START_PTR(slice));
-    grpc_slice_unref(slice);
+    if (arena) {
+        message = unpack_in_arena(&reader, descriptor, arena);
+        grpc_byte_buffer_reader_destroy(&reader);
+    } else {
+        slice = grpc_byte_buffer_reader_readall(&reader);
+        grpc_byte_buffer_reader_destroy(&reader);
+        message = protobuf_c_message_unpack(descriptor, NULL, GRPC_SLICE_LENGTH(slice),
+                                            GRPC_SLICE_START_PTR(slice));
+        grpc_slice_unref(slice);
+    }
     if (!message)
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
                     "%s: %s: cannot decode the response as %s", self->endpoint, method,
                     descriptor->name);
     return message;
+}
+
+/* ---- an answer item by item (cri-items.c) over the slices of a byte buffer ---- */
+
+typedef struct {
+    grpc_byte_buffer_reader reader;
+    grpc_slice slice; /* a reference while `have_slice` */
+    gboolean have_slice;
+} SliceSource;
+
+static gboolean
+next_slice(gpointer data, const guint8 **ret_data, gsize *ret_length)
+{
+    SliceSource *source = data;
+
+    if (source->have_slice)
+        grpc_slice_unref(source->slice);
+    source->have_slice = grpc_byte_buffer_reader_next(&source->reader, &source->slice);
+    if (!source->have_slice)
+        return FALSE;
+    *ret_data = GRPC_SLICE_START_PTR(source->slice);
+    *ret_length = GRPC_SLICE_LENGTH(source->slice);
+    return TRUE;
+}
+
+static gboolean
+unpack_answer_items(CriChannel *self, const char *method, grpc_byte_buffer *buffer,
+                    const ProtobufCMessageDescriptor *descriptor, CriArena *arena,
+                    CriItemFunc item_func, gpointer item_data, GError **error)
+{
+    SliceSource source = {0};
+    gboolean ok;
+
+    if (!grpc_byte_buffer_reader_init(&source.reader, buffer)) {
+        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
+                    "%s: %s: cannot read the response of type %s", self->endpoint, method,
+                    descriptor->name);
+        return FALSE;
+    }
+    ok = cri_unpack_items(next_slice, &source, descriptor, arena, item_func, item_data);
+    if (source.have_slice)
+        grpc_slice_unref(source.slice);
+    grpc_byte_buffer_reader_destroy(&source.reader);
+    if (!ok)
+        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
+                    "%s: %s: cannot decode the response as %s", self->endpoint, method,
+                    descriptor->name);
+    return ok;
 }
 
 static void
@@ -414,9 +516,12 @@ unary_finish(CriChannel *self, Unary *u)
     } else if (!u->io.response_buffer) {
         g_set_error(&spec->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
                     "%s: %s: the runtime answered without a message", self->endpoint, spec->method);
+    } else if (spec->item_func) {
+        unpack_answer_items(self, spec->method, u->io.response_buffer, spec->response_descriptor,
+                            spec->arena, spec->item_func, spec->item_data, &spec->error);
     } else {
         spec->response = unpack_message(self, spec->method, u->io.response_buffer,
-                                        spec->response_descriptor, &spec->error);
+                                        spec->response_descriptor, spec->arena, &spec->error);
     }
 
     call_io_clear(&u->io);
@@ -541,6 +646,7 @@ struct _CriStream {
     CriChannel *channel;
     char *method;
     const ProtobufCMessageDescriptor *response_descriptor;
+    CriArena *arena; /* not owned */
     grpc_completion_queue *cq;
     grpc_call *call;
 
@@ -696,7 +802,7 @@ cri_stream_read(CriStream *self, ProtobufCMessage **ret_message, GCancellable *c
         return stream_finish(self, error);
 
     message = unpack_message(self->channel, self->method, self->io.response_buffer,
-                             self->response_descriptor, &self->failure);
+                             self->response_descriptor, self->arena, &self->failure);
     grpc_byte_buffer_destroy(self->io.response_buffer);
     self->io.response_buffer = NULL;
     if (!message) {
@@ -709,6 +815,13 @@ cri_stream_read(CriStream *self, ProtobufCMessage **ret_message, GCancellable *c
 
     *ret_message = message;
     return TRUE;
+}
+
+void
+cri_stream_set_arena(CriStream *self, CriArena *arena)
+{
+    g_return_if_fail(self != NULL);
+    self->arena = arena;
 }
 
 void

@@ -34,6 +34,81 @@ G_BEGIN_DECLS
  */
 gboolean cri_endpoint_parse(const char *endpoint, char **ret_target, GError **error);
 
+/* ---- arenas for unpacking (lib/cri/cri-arena.c) ---- */
+
+/*
+ * A CriArena hands out memory by bumping a pointer through blocks, and protobuf-c unpacks into it
+ * through cri_arena_get_allocator(): no allocation per field, and nothing to free per field.  A
+ * message unpacked into an arena is never given to protobuf_c_message_free_unpacked() or
+ * cri_message_free(): it lives until cri_arena_free() (or a rewind past it).  One thread uses an
+ * arena at a time.
+ *
+ * A CriArenaPool keeps the blocks of ended arenas for the next ones, at most @cap_bytes of them:
+ * a block that would take the pool past its cap is freed.  An arena that needed more than one
+ * block frees them all when it ends and raises the size (up to the cap) of the block the pool
+ * starts each arena with, so in a steady state one cached block holds a whole answer and no
+ * relist allocates.  The pool is safe from any number of threads.
+ */
+typedef struct _CriArenaPool CriArenaPool;
+typedef struct _CriArena CriArena;
+
+/* What a CRI channel keeps for its calls' answers: a 5,000-pod listing needs about 10 MiB. */
+#define CRI_ARENA_POOL_CAP_BYTES (32 * 1024 * 1024)
+
+CriArenaPool *cri_arena_pool_new(gsize cap_bytes);
+/* Frees the cached blocks; no arena of the pool may be alive.  NULL-safe. */
+void cri_arena_pool_free(CriArenaPool *pool);
+/* Bytes of the blocks the pool holds for the next arenas. */
+gsize cri_arena_pool_get_cached_bytes(CriArenaPool *pool);
+/* Blocks the pool's arenas ever allocated (a cached block taken again is no new one). */
+guint64 cri_arena_pool_get_blocks_made(CriArenaPool *pool);
+
+/* (transfer full) */
+CriArena *cri_arena_new(CriArenaPool *pool);
+/* Gives the arena's blocks back to its pool and drops everything allocated in it.  NULL-safe. */
+void cri_arena_free(CriArena *arena);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CriArena, cri_arena_free)
+/* @size bytes aligned for any type protobuf-c stores (8 bytes); NULL only for a size no block
+ * could have. */
+gpointer cri_arena_alloc(CriArena *arena, gsize size);
+/* (transfer none): valid as long as @arena. */
+ProtobufCAllocator *cri_arena_get_allocator(CriArena *arena);
+/* Bytes handed out since the arena began (with alignment and block tails given up). */
+gsize cri_arena_get_used_bytes(CriArena *arena);
+
+/* A point to come back to: cri_arena_rewind() drops everything allocated after it. */
+typedef struct {
+    guint n_blocks;
+    gsize head_used;
+    gsize used_bytes;
+} CriArenaMark;
+CriArenaMark cri_arena_mark(CriArena *arena);
+void cri_arena_rewind(CriArena *arena, const CriArenaMark *mark);
+
+/* ---- an answer item by item (lib/cri/cri-items.c) ---- */
+
+typedef void (*CriItemFunc)(const ProtobufCMessage *item, gpointer item_data);
+/* The next piece of a message's bytes, in order; FALSE at the end.  The previous piece may be
+ * released when the next is asked for. */
+typedef gboolean (*CriPieceFunc)(gpointer source, const guint8 **ret_data, gsize *ret_length);
+
+/**
+ * cri_unpack_items:
+ * @descriptor: the whole answer's type; its field 1 must be a repeated message.
+ *
+ * Reads a message of type @descriptor from the pieces @next_piece gives, as protobuf-c would,
+ * without unpacking it whole: each item of field 1 is unpacked alone into @arena (in place
+ * when one piece holds it, else from a copy in @arena), given to @item_func, and rewound when it
+ * returns; other fields are skipped.  Fails, after the items before the fault were given, where
+ * protobuf-c would fail the whole message: a bad tag, an unknown wire type or a group, a
+ * truncated field, field 1 not length-delimited, an item that does not unpack.
+ *
+ * Returns: whether the whole message was read.
+ */
+gboolean cri_unpack_items(CriPieceFunc next_piece, gpointer source,
+                          const ProtobufCMessageDescriptor *descriptor, CriArena *arena,
+                          CriItemFunc item_func, gpointer item_data);
+
 typedef struct _CriChannel CriChannel;
 
 /**
@@ -79,8 +154,17 @@ ProtobufCMessage *cri_channel_call(CriChannel *channel, const char *method,
  * @response_descriptor: descriptor of the expected response message.
  * @response: (out) (transfer full): the decoded response, or %NULL when @error is set.
  * @error: (out) (transfer full): why the call failed, or %NULL.
+ * @arena: (nullable): unpack @response into this arena instead of with malloc; @response then
+ *   lives as long as the arena and is never freed on its own.  Calls of one batch may share an
+ *   arena: cri_channel_call_many() unpacks on its caller's thread, one answer at a time.
+ * @item_func: (nullable): for an answer whose field 1 is a repeated message (every CRI listing):
+ *   the answer is never unpacked whole; each item of field 1 is unpacked alone into @arena
+ *   (required then), given to @item_func with @item_data on the caller's thread, in order, and
+ *   dropped from the arena when it returns.  Other fields are skipped.  @response stays %NULL;
+ *   @error says whether the call and every item succeeded (items already given stay given).
  *
- * One call of cri_channel_call_many(); the caller fills the first three fields.
+ * One call of cri_channel_call_many(); the caller fills the first three fields, and the last
+ * three if it wants.
  */
 typedef struct {
     const char *method;
@@ -88,6 +172,9 @@ typedef struct {
     const ProtobufCMessageDescriptor *response_descriptor;
     ProtobufCMessage *response;
     GError *error;
+    CriArena *arena;
+    CriItemFunc item_func;
+    gpointer item_data;
 } CriUnaryCall;
 
 /* Calls one cri_channel_call_many() keeps in flight at most; the rest start as they finish. */
@@ -139,6 +226,13 @@ CriStream *cri_stream_start(CriChannel *channel, const char *method,
  */
 gboolean cri_stream_read(CriStream *stream, ProtobufCMessage **ret_message,
                          GCancellable *cancellable, GError **error);
+
+/* Messages read after this are unpacked into @arena (nullable: with malloc again), which must
+ * outlive them; the caller rewinds or frees it between messages as it likes. */
+void cri_stream_set_arena(CriStream *stream, CriArena *arena);
+
+/* The channel's pool for its calls' arenas.  (transfer none) */
+CriArenaPool *cri_channel_get_arena_pool(CriChannel *channel);
 
 /* Cancels the stream from any thread; a blocked cri_stream_read() returns CANCELLED. */
 void cri_stream_cancel(CriStream *stream);

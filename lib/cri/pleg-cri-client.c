@@ -101,6 +101,31 @@ call(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
                             client->timeout_usec, cancellable, error);
 }
 
+/* A unary listing: each item of the answer unpacked alone into an arena of the channel's pool
+ * and given to @item_func, so that neither the answer nor a copy of it is ever held whole. */
+static gboolean
+call_listing(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
+             const ProtobufCMessageDescriptor *response_descriptor, CriItemFunc item_func,
+             gpointer item_data, GCancellable *cancellable, GError **error)
+{
+    g_autoptr(CriArena) arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
+    CriUnaryCall unary = {
+        .method = method,
+        .request = request,
+        .response_descriptor = response_descriptor,
+        .arena = arena,
+        .item_func = item_func,
+        .item_data = item_data,
+    };
+
+    cri_channel_call_many(client->channel, &unary, 1, client->timeout_usec, cancellable);
+    if (unary.error) {
+        g_propagate_error(error, unary.error);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean
 pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name, char **ret_runtime_version,
                         GCancellable *cancellable, GError **error)
@@ -245,7 +270,7 @@ list_unary_answered(PlegCriClient *client, Listing listing, gboolean whole, cons
 
 typedef void (*ListSink)(const ProtobufCMessage *message, GPtrArray *items);
 
-/* One list stream, each message decoded into @items as it arrives and freed at once, so that the
+/* One list stream, each message decoded into @items as it arrives and dropped at once, so that the
  * whole answer is never held twice.  The stream's deadline is the client's call deadline. */
 static gboolean
 list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
@@ -255,17 +280,24 @@ list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *r
     g_autoptr(CriStream) stream = cri_stream_start(client->channel, method, request,
                                                    response_descriptor, client->timeout_usec,
                                                    FALSE, error);
+    g_autoptr(CriArena) arena = NULL;
+    CriArenaMark start;
 
     if (!stream)
         return FALSE;
+    /* Declared after the stream, so freed before it: the stream only borrows the arena. */
+    arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
+    start = cri_arena_mark(arena);
+    cri_stream_set_arena(stream, arena);
     for (;;) {
-        g_autoptr(ProtobufCMessage) message = NULL;
+        ProtobufCMessage *message = NULL;
 
         if (!cri_stream_read(stream, &message, cancellable, error))
             return FALSE;
         if (!message)
             return TRUE;
         sink(message, items);
+        cri_arena_rewind(arena, &start);
     }
 }
 
@@ -296,6 +328,18 @@ try_list_stream(PlegCriClient *client, const char *method, const ProtobufCMessag
 }
 
 static void
+add_sandbox(const ProtobufCMessage *item, gpointer sandboxes)
+{
+    g_ptr_array_add(sandboxes, cri_decode_pod_sandbox((gconstpointer)item));
+}
+
+static void
+add_container(const ProtobufCMessage *item, gpointer containers)
+{
+    g_ptr_array_add(containers, cri_decode_container((gconstpointer)item));
+}
+
+static void
 add_sandboxes(const ProtobufCMessage *message, GPtrArray *sandboxes)
 {
     const Runtime__V1__StreamPodSandboxesResponse *response = (gconstpointer)message;
@@ -322,7 +366,6 @@ list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
     Runtime__V1__StreamPodSandboxesRequest stream_request =
         RUNTIME__V1__STREAM_POD_SANDBOXES_REQUEST__INIT;
     Runtime__V1__ListPodSandboxRequest request = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
-    g_autoptr(Runtime__V1__ListPodSandboxResponse) response = NULL;
     g_autoptr(GPtrArray) sandboxes =
         g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_sandbox_free);
     g_autoptr(GError) local_error = NULL;
@@ -340,16 +383,14 @@ list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
     }
 
     request.filter = filter;
-    response = call(client, "ListPodSandbox", &request.base,
-                    &runtime__v1__list_pod_sandbox_response__descriptor, cancellable, &local_error);
+    call_listing(client, "ListPodSandbox", &request.base,
+                 &runtime__v1__list_pod_sandbox_response__descriptor, add_sandbox, sandboxes,
+                 cancellable, &local_error);
     list_unary_answered(client, LIST_SANDBOXES, filter == NULL, local_error);
-    if (!response) {
+    if (local_error) {
         g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
     }
-
-    for (size_t i = 0; i < response->n_items; i++)
-        g_ptr_array_add(sandboxes, cri_decode_pod_sandbox(response->items[i]));
     *ret_sandboxes = g_steal_pointer(&sandboxes);
     return TRUE;
 }
@@ -397,7 +438,6 @@ runtime_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **r
     Runtime__V1__StreamContainersRequest stream_request = RUNTIME__V1__STREAM_CONTAINERS_REQUEST__INIT;
     Runtime__V1__ListContainersRequest request = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
     Runtime__V1__ContainerFilter filter = RUNTIME__V1__CONTAINER_FILTER__INIT;
-    g_autoptr(Runtime__V1__ListContainersResponse) response = NULL;
     g_autoptr(GPtrArray) containers =
         g_ptr_array_new_with_free_func((GDestroyNotify)pleg_container_free);
     g_autoptr(GError) local_error = NULL;
@@ -418,16 +458,14 @@ runtime_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **r
         return FALSE;
     }
 
-    response = call(client, "ListContainers", &request.base,
-                    &runtime__v1__list_containers_response__descriptor, cancellable, &local_error);
+    call_listing(client, "ListContainers", &request.base,
+                 &runtime__v1__list_containers_response__descriptor, add_container, containers,
+                 cancellable, &local_error);
     list_unary_answered(client, LIST_CONTAINERS, pod_sandbox_id == NULL, local_error);
-    if (!response) {
+    if (local_error) {
         g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
     }
-
-    for (size_t i = 0; i < response->n_containers; i++)
-        g_ptr_array_add(containers, cri_decode_container(response->containers[i]));
     *ret_containers = g_steal_pointer(&containers);
     return TRUE;
 }
@@ -454,6 +492,8 @@ runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
     PlegCriClient *client = impl;
     g_autofree StatusRequest *requests = g_new(StatusRequest, n_queries);
     g_autofree CriUnaryCall *calls = g_new0(CriUnaryCall, n_queries);
+    /* Every answer of the batch in one arena, dropped once all are decoded. */
+    g_autoptr(CriArena) arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
 
     for (guint i = 0; i < n_queries; i++) {
         const PlegStatusQuery *q = &queries[i];
@@ -465,6 +505,7 @@ runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
             calls[i].method = "PodSandboxStatus";
             calls[i].request = &requests[i].sandbox.base;
             calls[i].response_descriptor = &runtime__v1__pod_sandbox_status_response__descriptor;
+            calls[i].arena = arena;
         } else {
             requests[i].container =
                 (Runtime__V1__ContainerStatusRequest)RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
@@ -472,6 +513,7 @@ runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
             calls[i].method = "ContainerStatus";
             calls[i].request = &requests[i].container.base;
             calls[i].response_descriptor = &runtime__v1__container_status_response__descriptor;
+            calls[i].arena = arena;
         }
     }
 
@@ -483,16 +525,16 @@ runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
         if (calls[i].error) {
             q->error = g_steal_pointer(&calls[i].error);
         } else if (q->pod_sandbox_id) {
-            g_autoptr(Runtime__V1__PodSandboxStatusResponse) response =
-                (Runtime__V1__PodSandboxStatusResponse *)calls[i].response;
+            const Runtime__V1__PodSandboxStatusResponse *response =
+                (gconstpointer)calls[i].response;
 
             if (response->status)
                 q->pod_sandbox_status = cri_decode_pod_sandbox_status(response->status);
             else
                 set_missing_status_error(client, calls[i].method, &q->error);
         } else {
-            g_autoptr(Runtime__V1__ContainerStatusResponse) response =
-                (Runtime__V1__ContainerStatusResponse *)calls[i].response;
+            const Runtime__V1__ContainerStatusResponse *response =
+                (gconstpointer)calls[i].response;
 
             if (response->status)
                 q->container_status = cri_decode_container_status(response->status);

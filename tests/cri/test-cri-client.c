@@ -792,6 +792,66 @@ START_TEST(test_message_size_limit)
 }
 END_TEST
 
+static void
+add_item_id(const ProtobufCMessage *item, gpointer ids)
+{
+    const Runtime__V1__Container *container = (gconstpointer)item;
+
+    g_ptr_array_add(ids, g_strdup(container->id));
+    if (g_str_equal(container->id, "ctr-1")) {
+        gsize longest = 0;
+
+        for (size_t i = 0; i < container->n_labels; i++)
+            longest = MAX(longest, strlen(container->labels[i]->value));
+        for (size_t i = 0; i < container->n_annotations; i++)
+            longest = MAX(longest, strlen(container->annotations[i]->value));
+        ck_assert_uint_eq(longest, 1024 * 1024);
+        ck_assert_str_eq(container->pod_sandbox_id, "sb-a");
+    }
+}
+
+/* A listing decoded item by item from the received slices: an item larger than a slice (here
+ * with a 1 MiB label, across many) is put together in the arena, whose pool's blocks the next
+ * listings reuse. */
+START_TEST(test_listing_item_by_item)
+{
+    g_autofree char *path = socket_path("cri.sock");
+    g_autoptr(FakeCriServer) server = fake_cri_server_new(path);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CriChannel) channel = cri_channel_new(path, &error);
+    CriArenaPool *pool = cri_channel_get_arena_pool(channel);
+    Runtime__V1__ListContainersRequest request = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
+    guint64 made[3];
+
+    fake_cri_server_set_padding(server, 1024 * 1024);
+    for (guint round = 0; round < G_N_ELEMENTS(made); round++) {
+        g_autoptr(GPtrArray) ids = g_ptr_array_new_with_free_func(g_free);
+        g_autoptr(CriArena) arena = cri_arena_new(pool);
+        CriUnaryCall call = {
+            .method = "ListContainers",
+            .request = &request.base,
+            .response_descriptor = &runtime__v1__list_containers_response__descriptor,
+            .arena = arena,
+            .item_func = add_item_id,
+            .item_data = ids,
+        };
+
+        cri_channel_call_many(channel, &call, 1, 30 * G_USEC_PER_SEC, NULL);
+        ck_assert_msg(!call.error, "%s", call.error ? call.error->message : "");
+        ck_assert_ptr_null(call.response);
+        ck_assert_uint_eq(ids->len, 3);
+        ck_assert_str_eq(ids->pdata[0], "ctr-1");
+        ck_assert_str_eq(ids->pdata[2], "ctr-3");
+        /* Each item was dropped once handed over. */
+        ck_assert_uint_eq(cri_arena_get_used_bytes(arena), 0);
+        g_clear_pointer(&arena, cri_arena_free);
+        made[round] = cri_arena_pool_get_blocks_made(pool);
+        ck_assert_uint_le(cri_arena_pool_get_cached_bytes(pool), CRI_ARENA_POOL_CAP_BYTES);
+    }
+    ck_assert_uint_eq(made[2], made[1]);
+}
+END_TEST
+
 /* ---- server streams (internal API, used by the Evented PLEG) ---- */
 
 START_TEST(test_stream_events)
@@ -1041,6 +1101,7 @@ cri_client_suite(void)
     tcase_add_test(calls, test_get_statuses_one_deadline);
     tcase_add_test(calls, test_runtime_outlives_client);
     tcase_add_test(calls, test_concurrent_calls);
+    tcase_add_test(calls, test_listing_item_by_item);
     suite_add_tcase(s, calls);
 
     tcase_add_checked_fixture(streams, setup, teardown);

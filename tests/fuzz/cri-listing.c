@@ -271,6 +271,104 @@ remember(GHashTable *set, const char *text)
         g_hash_table_add(set, g_strdup(text));
 }
 
+/* ---- the client's item-by-item reading (lib/cri/cri-items.c) against protobuf-c's ---- */
+
+/* The payload in pieces of 0 to 63 bytes, as the slices of a received message might come. */
+typedef struct {
+    const uint8_t *data;
+    gsize len, at;
+    guint32 seed;
+} Pieces;
+
+static gboolean
+next_piece(gpointer data, const guint8 **ret_data, gsize *ret_length)
+{
+    Pieces *pieces = data;
+    gsize n;
+
+    if (pieces->at >= pieces->len)
+        return FALSE;
+    pieces->seed = pieces->seed * 1103515245u + 12345u;
+    n = MIN(pieces->len - pieces->at, (pieces->seed >> 16) % 64);
+    *ret_data = pieces->data + pieces->at;
+    *ret_length = n;
+    pieces->at += n;
+    return TRUE;
+}
+
+static void
+add_sandbox_item(const ProtobufCMessage *item, gpointer sandboxes)
+{
+    g_ptr_array_add(sandboxes, cri_decode_pod_sandbox((gconstpointer)item));
+}
+
+static void
+add_container_item(const ProtobufCMessage *item, gpointer containers)
+{
+    g_ptr_array_add(containers, cri_decode_container((gconstpointer)item));
+}
+
+/* Decodes @payload item by item as the CRI client does; NULL when that refuses it. */
+static GPtrArray *
+decode_items(const uint8_t *payload, gsize len, const ProtobufCMessageDescriptor *descriptor,
+             CriItemFunc add, GDestroyNotify free_func)
+{
+    CriArenaPool *pool = cri_arena_pool_new(CRI_ARENA_POOL_CAP_BYTES);
+    CriArena *arena = cri_arena_new(pool);
+    Pieces pieces = {.data = payload, .len = len, .seed = (guint32)len};
+    GPtrArray *items = g_ptr_array_new_with_free_func(free_func);
+
+    if (!cri_unpack_items(next_piece, &pieces, descriptor, arena, add, items))
+        g_clear_pointer(&items, g_ptr_array_unref);
+    cri_arena_free(arena);
+    cri_arena_pool_free(pool);
+    return items;
+}
+
+static void
+assert_same_sandboxes(const Runtime__V1__ListPodSandboxResponse *whole, GPtrArray *items)
+{
+    g_assert((whole != NULL) == (items != NULL));
+    if (!whole)
+        return;
+    g_assert_cmpuint(whole->n_items, ==, items->len);
+    for (size_t i = 0; i < whole->n_items; i++) {
+        g_autoptr(PlegPodSandbox) a = cri_decode_pod_sandbox(whole->items[i]);
+        const PlegPodSandbox *b = items->pdata[i];
+
+        g_assert_cmpstr(a->id, ==, b->id);
+        g_assert_cmpstr(a->name, ==, b->name);
+        g_assert_cmpstr(a->uid, ==, b->uid);
+        g_assert_cmpstr(a->namespace_, ==, b->namespace_);
+        g_assert_cmpuint(a->attempt, ==, b->attempt);
+        g_assert_cmpint(a->state, ==, b->state);
+        g_assert_cmpint(a->created_at_ns, ==, b->created_at_ns);
+    }
+}
+
+static void
+assert_same_containers(const Runtime__V1__ListContainersResponse *whole, GPtrArray *items)
+{
+    g_assert((whole != NULL) == (items != NULL));
+    if (!whole)
+        return;
+    g_assert_cmpuint(whole->n_containers, ==, items->len);
+    for (size_t i = 0; i < whole->n_containers; i++) {
+        g_autoptr(PlegContainer) a = cri_decode_container(whole->containers[i]);
+        const PlegContainer *b = items->pdata[i];
+
+        g_assert_cmpstr(a->id, ==, b->id);
+        g_assert_cmpstr(a->pod_sandbox_id, ==, b->pod_sandbox_id);
+        g_assert_cmpstr(a->name, ==, b->name);
+        g_assert_cmpuint(a->attempt, ==, b->attempt);
+        g_assert_cmpstr(a->image, ==, b->image);
+        g_assert_cmpstr(a->image_ref, ==, b->image_ref);
+        g_assert_cmpint(a->state, ==, b->state);
+        g_assert_cmpint(a->created_at_ns, ==, b->created_at_ns);
+        g_assert_cmpstr(a->pod_uid_label, ==, b->pod_uid_label);
+    }
+}
+
 /* Replaces the sandbox listing with the decoded @payload, or with a failing one. */
 static void
 set_sandboxes(FuzzRuntime *rt, const uint8_t *payload, gsize len)
@@ -279,7 +377,11 @@ set_sandboxes(FuzzRuntime *rt, const uint8_t *payload, gsize len)
         runtime__v1__list_pod_sandbox_response__unpack(NULL, len, payload);
 
     g_autoptr(GHashTable) pods_by_id = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GPtrArray) items =
+        decode_items(payload, len, &runtime__v1__list_pod_sandbox_response__descriptor,
+                     add_sandbox_item, (GDestroyNotify)pleg_pod_sandbox_free);
 
+    assert_same_sandboxes(response, items);
     g_clear_pointer(&rt->sandboxes, g_ptr_array_unref);
     rt->ambiguous_sandboxes = FALSE;
     if (!response)
@@ -309,7 +411,11 @@ set_containers(FuzzRuntime *rt, const uint8_t *payload, gsize len)
 {
     g_autoptr(Runtime__V1__ListContainersResponse) response =
         runtime__v1__list_containers_response__unpack(NULL, len, payload);
+    g_autoptr(GPtrArray) items =
+        decode_items(payload, len, &runtime__v1__list_containers_response__descriptor,
+                     add_container_item, (GDestroyNotify)pleg_container_free);
 
+    assert_same_containers(response, items);
     g_clear_pointer(&rt->containers, g_ptr_array_unref);
     if (!response)
         return;
