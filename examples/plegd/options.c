@@ -4,8 +4,12 @@
  * plugins of the plugin path declare.  Apart from main.c so that the fuzz target
  * (tests/fuzz/plegd-config.c) drives the same code.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pleg-config.h"
 #include "plegd.h"
@@ -287,6 +291,68 @@ check_escapes(const char *shown, const char *key, const char *raw, GError **erro
     return TRUE;
 }
 
+/* A configuration file is a few dozen lines: anything larger is not one. */
+#define CONFIG_MAX_BYTES (1024 * 1024)
+
+/* Reads @path whole when it is a regular file of at most CONFIG_MAX_BYTES: a FIFO, a device
+ * (/dev/zero) or a huge file must fail at once, not block plegd or fill its memory while its
+ * signals wait for the main loop. */
+static gboolean
+read_config(const char *path, char **ret_contents, gsize *ret_length, GError **error)
+{
+    g_autoptr(GString) contents = NULL;
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int errsv;
+
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        errsv = errno;
+        if (fd >= 0)
+            close(fd);
+        g_set_error_literal(error, G_FILE_ERROR, g_file_error_from_errno(errsv),
+                            g_strerror(errsv));
+        return FALSE;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size > CONFIG_MAX_BYTES) {
+        if (!S_ISREG(st.st_mode))
+            g_set_error_literal(error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "not a regular file");
+        else
+            g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED,
+                        "%" G_GINT64_FORMAT " bytes, more than a configuration file's %d",
+                        (gint64)st.st_size, CONFIG_MAX_BYTES);
+        close(fd);
+        return FALSE;
+    }
+    contents = g_string_sized_new(st.st_size + 1);
+    for (;;) {
+        char buffer[8192];
+        gssize n = read(fd, buffer, sizeof buffer);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            errsv = errno;
+            close(fd);
+            g_set_error_literal(error, G_FILE_ERROR, g_file_error_from_errno(errsv),
+                                g_strerror(errsv));
+            return FALSE;
+        }
+        if (n == 0)
+            break;
+        if (contents->len + n > CONFIG_MAX_BYTES) {
+            close(fd);
+            g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED,
+                        "more than a configuration file's %d bytes", CONFIG_MAX_BYTES);
+            return FALSE;
+        }
+        g_string_append_len(contents, buffer, n);
+    }
+    close(fd);
+    *ret_length = contents->len;
+    *ret_contents = g_string_free(g_steal_pointer(&contents), FALSE);
+    return TRUE;
+}
+
 /* Fills the settings the command line left unset from the [plegd] group of @path; @ret_key_file
  * keeps the file for its [FeatureGates] group, applied once the plugins' gates are registered. */
 static gboolean
@@ -300,7 +366,7 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
     g_auto(GStrv) groups = NULL;
     g_auto(GStrv) keys = NULL;
 
-    if (!g_file_get_contents(path, &contents, &length, &local_error) ||
+    if (!read_config(path, &contents, &length, &local_error) ||
         !g_key_file_load_from_data(key_file, contents, length, G_KEY_FILE_NONE, &local_error)) {
         g_autofree char *why = pleg_log_text(local_error->message, -1, 1024);
 

@@ -158,6 +158,9 @@ check_trusted(const struct stat *st, const char *what, GError **error)
     return TRUE;
 }
 
+/* A .plugin file is a few lines: anything larger is not one (and would be mapped whole). */
+#define PLEG_PLUGIN_FILE_MAX_BYTES (64 * 1024)
+
 /* Loads a .plugin file only when it passes check_trusted(): it names the module a root host
  * opens, so a file anyone else could write must not be read at all.  The checks are made on
  * the open file, so they hold for the bytes read. */
@@ -167,7 +170,9 @@ pleg_load_trusted_key_file(GKeyFile *key_file, const char *path, GError **error)
     g_autoptr(GError) local_error = NULL;
     g_autoptr(GMappedFile) mapped = NULL;
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO in the plugin folder must not block the host in open(); it is then
+     * refused as not a regular file. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
     if (fd < 0) {
         int errsv = errno;
@@ -180,6 +185,13 @@ pleg_load_trusted_key_file(GKeyFile *key_file, const char *path, GError **error)
         if (error && !*error)
             g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
                         "cannot read the plugin file: %s", g_strerror(errno));
+        close(fd);
+        return FALSE;
+    }
+    if (st.st_size > PLEG_PLUGIN_FILE_MAX_BYTES) {
+        g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_PLUGIN_FILE,
+                    "plugin file is %" G_GINT64_FORMAT " bytes, more than a .plugin file's %d",
+                    (gint64)st.st_size, PLEG_PLUGIN_FILE_MAX_BYTES);
         close(fd);
         return FALSE;
     }

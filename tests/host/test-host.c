@@ -532,6 +532,27 @@ setup_bad_name(const char *dir)
     write_plugin_file(dir, "upper.plugin", "[Plugin]\nName=Upper\nModule=libupper.so\n");
 }
 
+/* A FIFO with no writer: opening it must not block the host. */
+static void
+setup_fifo(const char *dir)
+{
+    g_autofree char *path = g_build_filename(dir, "fifo.plugin", NULL);
+
+    ck_assert_int_eq(mkfifo(path, 0644), 0);
+}
+
+/* One byte past the largest .plugin file the loader maps. */
+static void
+setup_huge(const char *dir)
+{
+    g_autoptr(GString) contents = g_string_new("[Plugin]\nName=huge\nModule=libhuge.so\n");
+
+    while (contents->len < 64 * 1024 + 1)
+        g_string_append_c(contents, '#');
+    g_string_truncate(contents, 64 * 1024 + 1);
+    write_plugin_file(dir, "huge.plugin", contents->str);
+}
+
 /* The 225 bytes of setup_control_bytes()'s line that fit in PLEG_LOG_TEXT_MAX after GLib's
  * 26 bytes of "Key file contains line “" and the 5 control bytes. */
 #define CTL_DIGITS "012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234"
@@ -576,6 +597,10 @@ static const Broken broken[] = {
      NULL},
     {"upper", setup_bad_name, PLEG_HOST_ERROR_CONFIG, "upper.plugin",
      "invalid Name=Upper, want [a-z0-9-]+", NULL},
+    {"fifo", setup_fifo, PLEG_HOST_ERROR_PLUGIN_FILE, "fifo.plugin",
+     "plugin file not a regular file", NULL},
+    {"huge", setup_huge, PLEG_HOST_ERROR_PLUGIN_FILE, "huge.plugin",
+     "plugin file is 65537 bytes, more than a .plugin file's 65536", NULL},
 };
 
 /* The reason code the host gives a plugin that failed with @code. */

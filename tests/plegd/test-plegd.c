@@ -4,6 +4,7 @@
  * there (HTTP endpoints, logs, sd_notify, signals), and plugin directories with broken plugins.
  */
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 
 #include "pleg-config.h"
@@ -546,6 +547,44 @@ START_TEST(test_config_file_bad)
 }
 END_TEST
 
+/* What is not a configuration file fails at once, naming the file: a FIFO with no writer (no
+ * blocking open), a device that never ends, a file past the size cap. */
+START_TEST(test_config_not_a_config_file)
+{
+    g_autofree char *fifo = g_build_filename(cfg.dir, "plegd.fifo", NULL);
+    g_autofree char *big = g_build_filename(cfg.dir, "big.conf", NULL);
+    const struct {
+        const char *path;
+        const char *reason;
+    } cases[] = {
+        {fifo, "not a regular file"},
+        {"/dev/zero", "not a regular file"},
+        {big, "2097152 bytes, more than a configuration file's 1048576"},
+    };
+
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    {
+        g_autoptr(GString) contents = g_string_new("[plegd]\n");
+
+        while (contents->len < 2 * 1024 * 1024)
+            g_string_append(contents, "# padding\n");
+        g_string_truncate(contents, 2 * 1024 * 1024);
+        g_free(write_file(cfg.dir, "big.conf", contents->str));
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *arg = g_strconcat("--config=", cases[i].path, NULL);
+        g_autofree char *want = g_strdup_printf("invalid --config \"%s\": %s", cases[i].path,
+                                                cases[i].reason);
+        g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(NULL, arg);
+        g_autofree char *err = NULL;
+
+        ck_assert_int_eq(plegd_runner_wait_exit(plegd), 2);
+        err = plegd_runner_get_stderr(plegd);
+        ck_assert_msg(strstr(err, want), "%s: want \"%s\":\n%s", cases[i].path, want, err);
+    }
+}
+END_TEST
+
 /* ---- plugin directories ---- */
 
 /* plegd without a runtime, with the fixture's plugin directory (which holds hello) and
@@ -930,6 +969,7 @@ plegd_suite(void)
     tcase_add_test(tc, test_config_file_declared_gate);
     tcase_add_test(tc, test_config_file_flags_win);
     tcase_add_loop_test(tc, test_config_file_bad, 0, G_N_ELEMENTS(bad_configs));
+    tcase_add_test(tc, test_config_not_a_config_file);
     tcase_add_test(tc, test_config_duplicate_key);
     tcase_add_test(tc, test_config_no_duplicate_no_warning);
     suite_add_tcase(suite, tc);
