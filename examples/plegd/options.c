@@ -598,9 +598,15 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
                       &parsed.relist_threshold_usec, error))
         return FALSE;
     /* A threshold shorter than the period would report a healthy PLEG unhealthy between relists. */
-    if (parsed.relist_threshold_usec < parsed.relist_period_usec)
+    if (parsed.relist_threshold_usec < parsed.relist_period_usec) {
+        /* Name what was set: the threshold, or the period when the threshold is the default. */
+        if (!settings.values[SETTING_THRESHOLD])
+            return bad_setting(error, &settings, SETTING_PERIOD,
+                               "must not be longer than --relist-threshold (default "
+                               DEFAULT_RELIST_THRESHOLD ")");
         return bad_setting(error, &settings, SETTING_THRESHOLD,
                            "must not be shorter than --relist-period");
+    }
 
     metrics_address = settings.values[SETTING_METRICS_ADDRESS] ?: DEFAULT_METRICS_BIND_ADDRESS;
     if (metrics_address[0] != '\0' &&

@@ -512,6 +512,8 @@ static const struct {
     {"[FeatureGates]\nEventedPLEG=true\nNoSuchGate=false\n", "NoSuchGate"},
     {"[plegd]\nrelist-period=5parsecs\n", "5parsecs"},
     {"[plegd]\nrelist-threshold=0\n", "relist-threshold"},
+    /* The period past the default threshold: the message names the period, not a "(null)". */
+    {"[plegd]\nrelist-period=1h\n", "relist-period \"1h\" in [plegd]"},
     {"[plegd]\nmetrics-bind-address=localhost:1\n", "localhost:1"},
     {"[plegd]\ndisable-plugins=Bad_Name\n", "Bad_Name"},
     {"[plegd]\nno-such-key=1\n", "no-such-key"},
