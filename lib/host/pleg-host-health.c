@@ -92,10 +92,10 @@ first_relist_check(gpointer user_data, GError **error)
     return FALSE;
 }
 
-/* The runtime's reachability joins once its subject exists: until the runtime has answered a
- * global relist once (a runtime slow to come up at start-up is not a failure here; the "pleg"
- * checker's threshold covers that), then unhealthy while the last global relist could not
- * reach it. */
+/* Readiness: unready while the last global relist could not reach the runtime, with the
+ * runtime's own error, from the first failed relist on (at start-up too: first-relist then
+ * fails as well, and this names why).  Not a liveness check: restarting this process would not
+ * bring the runtime back, so the watchdog and /livez do not ask it. */
 static gboolean
 runtime_health_check(gpointer user_data, GError **error)
 {
@@ -105,7 +105,7 @@ runtime_health_check(gpointer user_data, GError **error)
     if (!g_atomic_int_get(&self->pleg_running))
         return TRUE;
     pleg_generic_get_relist_state(self->pleg, &state);
-    if (!state.first_relist_succeeded || !state.last_error)
+    if (!state.last_error)
         return TRUE;
     /* The runtime's own error (PLEG_CRI_ERROR from a CRI client), with its code. */
     g_propagate_prefixed_error(error, g_steal_pointer(&state.last_error),

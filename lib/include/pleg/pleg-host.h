@@ -436,9 +436,9 @@ gboolean pleg_host_check_health(PlegHost *host, char **ret_checker, GError **err
  *
  * The readiness round: every checker in registration order, stopping at the first failure:
  * "pleg", "first-relist" ("pleg has yet to be successful" until a global relist succeeded
- * since start), "runtime" (healthy until the runtime has answered a global relist once, then
- * unhealthy, "container runtime is not reachable: <the CRI error>", while the last global
- * relist could not reach it), then the plugins' checkers.
+ * since start), "runtime" (unhealthy, "container runtime is not reachable: <the CRI error>",
+ * while the last global relist could not reach the runtime, at start-up too), then the
+ * plugins' checkers.
  *
  * Thread safety: callable from any thread, not from inside a health checker.
  */
