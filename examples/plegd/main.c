@@ -238,8 +238,29 @@ destroy_source(GSource **source)
 
 /* What the operator must see at the default level: the folders searched, each plugin's fate,
  * and a warning when a folder gives nothing (a mistyped --plugin-dir, a missing install). */
+/* A name in --disable-plugins that no plugin of the path has is most likely a typo, which would
+ * silently leave the plugin running. */
 static void
-log_plugins(PlegHost *host, const char *plugin_dir, const char *origin)
+warn_unknown_disabled(GPtrArray *plugins, const char *const *disabled)
+{
+    for (gsize i = 0; disabled && disabled[i]; i++) {
+        gboolean found = FALSE;
+
+        for (guint j = 0; j < plugins->len && !found; j++)
+            found = g_str_equal(((const PlegPluginInfo *)plugins->pdata[j])->name, disabled[i]);
+        if (!found) {
+            g_autofree char *shown = pleg_log_text(disabled[i], -1, 0);
+
+            plegd_log_warning("--disable-plugins names %s, but no plugin in the search path has "
+                              "that name",
+                              shown);
+        }
+    }
+}
+
+static void
+log_plugins(PlegHost *host, const char *plugin_dir, const char *origin,
+            const char *const *disabled)
 {
     g_autoptr(GPtrArray) plugins = pleg_host_get_plugins(host);
     g_autofree char *shown_dir = pleg_log_text(plugin_dir, -1, 4096);
@@ -278,6 +299,7 @@ log_plugins(PlegHost *host, const char *plugin_dir, const char *origin)
     }
     if (plugins->len == 0)
         plegd_log_warning("no plugins loaded from %s", shown_dir);
+    warn_unknown_disabled(plugins, disabled);
 }
 
 static gboolean
@@ -412,7 +434,7 @@ run(const PlegdOptions *options)
     shown_endpoint = pleg_log_text(options->endpoint, -1, 1024);
     g_info("plegd %s: relisting %s every %s", PLEG_VERSION, shown_endpoint, period);
     started = pleg_host_start(host, &error);
-    log_plugins(host, plugin_dir, plugin_dir_origin);
+    log_plugins(host, plugin_dir, plugin_dir_origin, config.disabled_plugins);
     if (started) {
         g_main_loop_run(loop);
     } else {

@@ -828,6 +828,25 @@ START_TEST(test_build_tree_plugins)
 }
 END_TEST
 
+/* A --disable-plugins name that no plugin has is a warning (a typo would leave the plugin
+ * running); a name that matches is none. */
+START_TEST(test_disable_unknown_plugin_warns)
+{
+    g_autofree char *endpoint_arg = g_strconcat("--container-runtime-endpoint=", cfg.endpoint, NULL);
+    g_autoptr(PlegdRunner) plegd =
+        plegd_runner_spawn(NULL, endpoint_arg, "--metrics-bind-address=",
+                           "--disable-plugins=evnted,watchdog");
+    g_autofree char *err = NULL;
+
+    assert_stderr_shows(plegd, "plugin watchdog: disabled (--disable-plugins)");
+    assert_stderr_shows(plegd, "warning: --disable-plugins names evnted, but no plugin in the "
+                               "search path has that name");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_uint_eq(count_messages(err, "warning"), 1);
+}
+END_TEST
+
 /* Shutdown signals are blocked in every thread of plegd, its plugins', gRPC's and GLib's
  * included, and read by the main loop: a handler would run on whichever thread the kernel
  * picked, where a sanitizer could leave it pending (a plegd under TSan ignored SIGTERM). */
@@ -988,6 +1007,7 @@ plegd_suite(void)
     tcase_add_test(tc, test_require_plugins);
     tcase_add_test(tc, test_build_tree_plugins);
     tcase_add_test(tc, test_signals_blocked_in_every_thread);
+    tcase_add_test(tc, test_disable_unknown_plugin_warns);
     tcase_add_test(tc, test_missing_and_empty_plugin_dir);
     tcase_add_test(tc, test_plugin_failure_logged_once);
     tcase_add_test(tc, test_garbage_plugin_file);
