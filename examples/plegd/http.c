@@ -242,6 +242,8 @@ refusal_text(guint status)
         return "404 page not found\n";
     case SOUP_STATUS_METHOD_NOT_ALLOWED:
         return "405 method not allowed\n";
+    case SOUP_STATUS_BAD_REQUEST:
+        return "400 bad request: invalid Content-Length\n";
     default:
         return "413 request body too large\n";
     }

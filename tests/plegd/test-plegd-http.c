@@ -328,6 +328,21 @@ START_TEST(test_large_bodies_refused_unread)
     assert_refused_before_body("POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                "Transfer-Encoding: chunked\r\n\r\n",
                                "HTTP/1.1 405 ", MIB);
+    /* A negative length is a bad request, and says so (not "too large"). */
+    {
+        g_autoptr(GSocket) socket = open_connection(TRUE);
+        g_autofree char *negative = NULL;
+        char body[64] = {0};
+        gssize n;
+
+        send_text(socket, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          "Content-Length: -1\r\n\r\n");
+        negative = read_response_head(socket);
+        ck_assert_msg(g_str_has_prefix(negative, "HTTP/1.1 400 "), "%s", negative);
+        n = g_socket_receive(socket, body, sizeof body - 1, NULL, NULL);
+        ck_assert_int_gt(n, 0);
+        ck_assert_str_eq(body, "400 bad request: invalid Content-Length\n");
+    }
 
     /* A chunked body of unannounced size: refused once it passes 64 KiB. */
     chunked = open_connection(TRUE);
