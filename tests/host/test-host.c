@@ -991,6 +991,35 @@ compare_strings(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* @events ("Type uid id source" lines) grouped by pod uid, each pod's lines in their order: what
+ * the PLEG promises is the order within a pod; pods of one relist are published as their
+ * inspections finish, in parallel. */
+static char *
+events_by_pod(const char *events)
+{
+    g_auto(GStrv) lines = g_strsplit(events, "\n", -1);
+    g_autoptr(GPtrArray) uids = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    for (char **line = lines; *line; line++) {
+        g_auto(GStrv) fields = g_strsplit(*line, " ", 3);
+
+        if (g_strv_length(fields) >= 2 &&
+            !g_ptr_array_find_with_equal_func(uids, fields[1], g_str_equal, NULL))
+            g_ptr_array_add(uids, g_strdup(fields[1]));
+    }
+    g_ptr_array_sort(uids, compare_strings);
+    for (guint i = 0; i < uids->len; i++) {
+        for (char **line = lines; *line; line++) {
+            g_auto(GStrv) fields = g_strsplit(*line, " ", 3);
+
+            if (g_strv_length(fields) >= 2 && g_str_equal(fields[1], uids->pdata[i]))
+                g_string_append_printf(out, "%s\n", *line);
+        }
+    }
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
 START_TEST(test_rest_runs_unchanged)
 {
     Outcome outcomes[MODE_N] = {0};
@@ -1016,7 +1045,10 @@ START_TEST(test_rest_runs_unchanged)
                                  "ContainerStarted uid-2 sb-2 global");
     }
     for (Mode mode = 0; mode < MODE_N; mode++) {
-        ck_assert_str_eq(outcomes[mode].events, outcomes[MODE_ENABLED].events);
+        g_autofree char *events = events_by_pod(outcomes[mode].events);
+        g_autofree char *enabled_events = events_by_pod(outcomes[MODE_ENABLED].events);
+
+        ck_assert_str_eq(events, enabled_events);
         ck_assert_uint_eq(outcomes[mode].list_sandboxes, outcomes[MODE_ENABLED].list_sandboxes);
         ck_assert_uint_eq(outcomes[mode].list_containers, outcomes[MODE_ENABLED].list_containers);
         ck_assert_uint_eq(outcomes[mode].relists, 1);
