@@ -13,7 +13,8 @@
  *   GMutex, GRecMutex, GRWLock   a TSan mutex at the lock's address (also lock-order checks)
  *   GCond wait                   releases and re-takes the mutex, as pthread_cond_wait does
  *   g_atomic_ref_count_dec,      release on every decrement, acquire before the last one frees
- *   g_atomic_rc_box_release*
+ *   g_atomic_rc_box_release*,
+ *   g_bytes_unref
  *   g_once_init_enter/leave      release on leave, acquire when enter finds it done
  *   GThreadPool                  push -> the worker that runs the item; the workers -> a waiting
  *                                g_thread_pool_free()
@@ -23,7 +24,8 @@
  *                                and what GLib allocates in it -> the dispatch or destroy (a
  *                                real lock of this library's stands in for the context's)
  *   GCancellable                 connect and cancel -> the handler; the handler -> disconnect;
- *                                cancel -> is_cancelled() seeing TRUE
+ *                                cancel -> is_cancelled() seeing TRUE; connects and disconnects
+ *                                under one lock of this library's (GObject's signal lock)
  *
  * GThread needs nothing: g_thread_new and g_thread_join are pthread_create and pthread_join,
  * which TSan intercepts, as it does the pthread locks inside GRecMutex and GRWLock.  GLib's calls
@@ -613,6 +615,20 @@ g_atomic_rc_box_release(gpointer mem_block)
     g_atomic_rc_box_release_full(mem_block, NULL);
 }
 
+/* GBytes: g_bytes_unref() decrements its count atomically inside GLib; the one that drops the
+ * last reference frees the data that other threads read before their own unref. */
+REAL(void, g_bytes_unref, (GBytes *))
+
+void
+g_bytes_unref(GBytes *bytes)
+{
+    if (FROM_INSTRUMENTED() && bytes) {
+        release(bytes);
+        acquire(bytes);
+    }
+    get_g_bytes_unref()(bytes);
+}
+
 gboolean
 (g_once_init_enter)(volatile void *location)
 {
@@ -943,6 +959,13 @@ g_main_context_invoke(GMainContext *context, GSourceFunc function, gpointer data
 
 /* --- GCancellable: connect and cancel -> the handler -> disconnect ----------------------- */
 
+/* GObject keeps every instance's signal handlers in global tables that connect and disconnect
+ * grow and shrink (g_realloc) under its global signal lock, which TSan cannot see: two threads
+ * connecting to one relist's GCancellable were reported.  Connects and disconnects from
+ * instrumented code take this lock around GLib's, as its stand-in.  (A handler must then not
+ * connect or disconnect a cancellable itself: libpleg's only cancel the gRPC call.) */
+static pthread_mutex_t signal_lock = PTHREAD_MUTEX_INITIALIZER;
+
 typedef struct {
     GCancellable *cancellable;
     GCallback callback;
@@ -983,6 +1006,7 @@ g_cancellable_connect(GCancellable *cancellable, GCallback callback, gpointer da
                       GDestroyNotify data_destroy_func)
 {
     CancelHandler *h;
+    gulong id;
 
     if (!FROM_INSTRUMENTED() || !cancellable || !callback)
         return get_g_cancellable_connect()(cancellable, callback, data, data_destroy_func);
@@ -991,8 +1015,11 @@ g_cancellable_connect(GCancellable *cancellable, GCallback callback, gpointer da
         abort();
     *h = (CancelHandler){cancellable, callback, data, data_destroy_func};
     release(h);
-    return get_g_cancellable_connect()(cancellable, G_CALLBACK(cancel_handler), h,
-                                       cancel_handler_free);
+    pthread_mutex_lock(&signal_lock);
+    id = get_g_cancellable_connect()(cancellable, G_CALLBACK(cancel_handler), h,
+                                     cancel_handler_free);
+    pthread_mutex_unlock(&signal_lock);
+    return id;
 }
 
 /* GLib's disconnect waits for a handler running in another thread to return. */
@@ -1004,7 +1031,9 @@ g_cancellable_disconnect(GCancellable *cancellable, gulong handler_id)
         return;
     }
 
+    pthread_mutex_lock(&signal_lock);
     get_g_cancellable_disconnect()(cancellable, handler_id);
+    pthread_mutex_unlock(&signal_lock);
     if (cancellable)
         acquire(cancellable);
 }
