@@ -352,7 +352,8 @@ unpack_answer_items(CriChannel *self, const char *method, grpc_byte_buffer *buff
                     descriptor->name);
         return FALSE;
     }
-    ok = cri_unpack_items(next_slice, &source, descriptor, arena, item_func, item_data);
+    ok = cri_unpack_items(next_slice, &source, grpc_byte_buffer_length(buffer), descriptor, arena,
+                          item_func, item_data);
     if (source.have_slice)
         grpc_slice_unref(source.slice);
     grpc_byte_buffer_reader_destroy(&source.reader);

@@ -18,7 +18,15 @@ typedef struct {
     CriPieceFunc next_piece;
     gpointer source;
     const guint8 *p, *end;
+    gsize remaining; /* bytes of the message not read yet: no length may ask for more */
 } Cursor;
+
+static void
+cursor_advance(Cursor *c, gsize n)
+{
+    c->p += n;
+    c->remaining -= MIN(n, c->remaining);
+}
 
 /* Moves to the next non-empty piece when the current one is used up; FALSE at the end. */
 static gboolean
@@ -47,7 +55,8 @@ cursor_varint(Cursor *c, guint max_bytes, guint64 *ret, guint8 *ret_first)
 
         if (!cursor_fill(c))
             return FALSE;
-        byte = *c->p++;
+        byte = *c->p;
+        cursor_advance(c, 1);
         if (i == 0 && ret_first)
             *ret_first = byte;
         if (i < 10)
@@ -63,20 +72,23 @@ cursor_varint(Cursor *c, guint max_bytes, guint64 *ret, guint8 *ret_first)
 static gboolean
 cursor_skip(Cursor *c, guint64 length)
 {
+    if (length > c->remaining)
+        return FALSE;
     while (length > 0) {
         gsize n;
 
         if (!cursor_fill(c))
             return FALSE;
         n = (gsize)MIN((guint64)(c->end - c->p), length);
-        c->p += n;
+        cursor_advance(c, n);
         length -= n;
     }
     return TRUE;
 }
 
 /* The next @length bytes in one piece: in place when the current piece holds them, else copied
- * into @arena.  NULL when the message ends first. */
+ * into @arena.  NULL when the message ends first: a length past the message's end is refused
+ * before anything is allocated for it (a runtime's lie must not cost 2 GiB). */
 static const guint8 *
 cursor_take(Cursor *c, gsize length, CriArena *arena)
 {
@@ -85,10 +97,12 @@ cursor_take(Cursor *c, gsize length, CriArena *arena)
 
     if (length == 0)
         return (const guint8 *)"";
+    if (length > c->remaining)
+        return NULL;
     if (cursor_fill(c) && (gsize)(c->end - c->p) >= length) {
         const guint8 *ret = c->p;
 
-        c->p += length;
+        cursor_advance(c, length);
         return ret;
     }
     copy = cri_arena_alloc(arena, length);
@@ -101,7 +115,7 @@ cursor_take(Cursor *c, gsize length, CriArena *arena)
             return NULL;
         n = MIN((gsize)(c->end - c->p), length - copied);
         memcpy(copy + copied, c->p, n);
-        c->p += n;
+        cursor_advance(c, n);
         copied += n;
     }
     return copy;
@@ -131,12 +145,12 @@ item_descriptor_of(const ProtobufCMessageDescriptor *descriptor)
 }
 
 gboolean
-cri_unpack_items(CriPieceFunc next_piece, gpointer source,
+cri_unpack_items(CriPieceFunc next_piece, gpointer source, gsize length,
                  const ProtobufCMessageDescriptor *descriptor, CriArena *arena,
                  CriItemFunc item_func, gpointer item_data)
 {
     const ProtobufCMessageDescriptor *item_descriptor;
-    Cursor c = {.next_piece = next_piece, .source = source};
+    Cursor c = {.next_piece = next_piece, .source = source, .remaining = length};
 
     g_return_val_if_fail(next_piece != NULL && descriptor != NULL, FALSE);
     g_return_val_if_fail(arena != NULL && item_func != NULL, FALSE);
@@ -146,7 +160,7 @@ cri_unpack_items(CriPieceFunc next_piece, gpointer source,
     while (cursor_fill(&c)) {
         guint64 tag, value;
         guint8 first = 0;
-        gsize length;
+        gsize field_length;
 
         /* A tag whose first byte holds no field number bits is refused, as protobuf-c does. */
         if (!cursor_varint(&c, 5, &tag, &first) || (first & 0xf8) == 0)
@@ -156,11 +170,12 @@ cri_unpack_items(CriPieceFunc next_piece, gpointer source,
             const guint8 *bytes;
             ProtobufCMessage *item;
 
-            if ((tag & 7) != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED || !cursor_length(&c, &length) ||
-                !(bytes = cursor_take(&c, length, arena)))
+            if ((tag & 7) != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED ||
+                !cursor_length(&c, &field_length) ||
+                !(bytes = cursor_take(&c, field_length, arena)))
                 return FALSE;
             item = protobuf_c_message_unpack(item_descriptor, cri_arena_get_allocator(arena),
-                                             length, bytes);
+                                             field_length, bytes);
             if (item)
                 item_func(item, item_data);
             cri_arena_rewind(arena, &mark);
@@ -178,7 +193,7 @@ cri_unpack_items(CriPieceFunc next_piece, gpointer source,
                 return FALSE;
             break;
         case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED:
-            if (!cursor_length(&c, &length) || !cursor_skip(&c, length))
+            if (!cursor_length(&c, &field_length) || !cursor_skip(&c, field_length))
                 return FALSE;
             break;
         case PROTOBUF_C_WIRE_TYPE_32BIT:

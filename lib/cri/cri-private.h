@@ -94,6 +94,8 @@ typedef gboolean (*CriPieceFunc)(gpointer source, const guint8 **ret_data, gsize
 
 /**
  * cri_unpack_items:
+ * @length: the message's size in bytes, the sum of the pieces' lengths: a length field that
+ *   asks for more than is left fails before anything is allocated for it.
  * @descriptor: the whole answer's type; its field 1 must be a repeated message.
  *
  * Reads a message of type @descriptor from the pieces @next_piece gives, as protobuf-c would,
@@ -105,7 +107,7 @@ typedef gboolean (*CriPieceFunc)(gpointer source, const guint8 **ret_data, gsize
  *
  * Returns: whether the whole message was read.
  */
-gboolean cri_unpack_items(CriPieceFunc next_piece, gpointer source,
+gboolean cri_unpack_items(CriPieceFunc next_piece, gpointer source, gsize length,
                           const ProtobufCMessageDescriptor *descriptor, CriArena *arena,
                           CriItemFunc item_func, gpointer item_data);
 

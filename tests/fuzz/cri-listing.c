@@ -318,7 +318,7 @@ decode_items(const uint8_t *payload, gsize len, const ProtobufCMessageDescriptor
     Pieces pieces = {.data = payload, .len = len, .seed = (guint32)len};
     GPtrArray *items = g_ptr_array_new_with_free_func(free_func);
 
-    if (!cri_unpack_items(next_piece, &pieces, descriptor, arena, add, items))
+    if (!cri_unpack_items(next_piece, &pieces, len, descriptor, arena, add, items))
         g_clear_pointer(&items, g_ptr_array_unref);
     cri_arena_free(arena);
     cri_arena_pool_free(pool);
