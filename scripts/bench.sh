@@ -46,7 +46,8 @@ rows, failed = [], 0
 for bench in sorted(benchmarks, key=lambda b: b["name"]):
     name, cmd = bench["name"], list(bench["cmd"])
     env = dict(os.environ, **(bench.get("env") or {}))
-    helptext = subprocess.run([cmd[0], "--help"], capture_output=True, text=True, env=env).stdout
+    helptext = subprocess.run([cmd[0], "--help"], capture_output=True, text=True, env=env,
+                              cwd=bench.get("workdir") or build).stdout
     if "--json" in helptext:
         cmd.append(f"--json={out}/{name}.json")
     print(f"bench.sh: {name}: {' '.join(cmd)}", flush=True)
@@ -54,7 +55,9 @@ for bench in sorted(benchmarks, key=lambda b: b["name"]):
     with open(f"{out}/{name}.log", "w") as log:
         try:
             status = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    cwd=bench.get("workdir") or None,
+                                    # meson runs a benchmark in the build folder, and
+                                    # gives programs (cri-sim) relative to it
+                                    cwd=bench.get("workdir") or build,
                                     timeout=bench.get("timeout") or None).returncode
         except subprocess.TimeoutExpired:
             status = "timeout"
