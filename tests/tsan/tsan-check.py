@@ -18,7 +18,10 @@ status (exitcode=0).  Then each report is judged:
   plegd or the tests are never suppressed;
 - any other report fails too unless an entry of the suppressions file matches one of the frames
   above the first project frame of a side that is not the project's, that is a frame of GLib,
-  gRPC, abseil or libc that made the access.
+  gRPC, abseil or libc that made the access;
+- an entry of type fd (not one of TSan's) is narrower still: fd:MODULE hides a data race on a
+  file descriptor only when MODULE's code created the descriptor and made every access of the
+  report itself (each stack's first frame below TSan's interceptor is MODULE's).
 
 TSan's own suppressions would hide a report when an entry matches any frame on either side,
 so the file is not given to TSan: entries are matched here, with TSan's syntax (TYPE:PATTERN,
@@ -56,6 +59,7 @@ SIDE = re.compile(r"^  (?:Previous )?(?:[Aa]tomic )?(?:[Rr]ead|[Ww]rite)\b.* by 
 STACK_HEAD = re.compile(r"^  \S.*:$")
 REPORT_KIND = re.compile(r"^WARNING: ThreadSanitizer: (?P<kind>.+?) \(pid=(?P<pid>\d+)\)")
 # Stacks that say where a thread, a mutex or a heap block came from, not who did what.
+FD_LOCATION = re.compile(r"^  Location is file descriptor \d+ ")
 CONTEXT_STACK = re.compile(r"^  (?:Location is|Thread T\d+|Mutex M\d+ \(0x[0-9a-f]+\) created at)")
 SEPARATOR = "=================="
 GLIB_ALLOCATORS = {
@@ -178,6 +182,10 @@ class Judge:
             return "fail", f"{kind}: no stack to judge"
         if all(ours for ours, _ in sides):
             return "fail", f"{kind}: project code on both sides"
+        if suppression_type(kind) == "race":
+            verdict = self.judge_fd(kind, stacks)
+            if verdict:
+                return verdict
         for ours, foreign in sides:
             if ours:
                 continue
@@ -188,6 +196,25 @@ class Judge:
                     if matches(pattern, func) or matches(pattern, path) or matches(pattern, module):
                         return "suppressed", f"{kind}: entry {supp_kind}:{pattern} (line {number})"
         return "fail", f"{kind}: no suppression entry matches a side made inside GLib, gRPC or libc"
+
+
+    def judge_fd(self, kind, stacks):
+        """A data race on a file descriptor that one module created and only that module's own
+        code touched (fd:MODULE entries); None when no such entry applies."""
+        created = next((frames for head, frames in stacks if FD_LOCATION.match(head)), None)
+        accesses = self.sides(kind, stacks)
+        if created is None or not accesses:
+            return None
+        for supp_kind, pattern, number in self.suppressions:
+            if supp_kind == "fd" and all(made_by(frames, pattern) for frames in [created] + accesses):
+                return "suppressed", f"{kind} on a file descriptor: entry fd:{pattern} (line {number})"
+        return None
+
+
+def made_by(frames, pattern):
+    """Whether the first frame below TSan's interceptors is in a module that PATTERN names."""
+    frames = [f for f in frames if not os.path.basename(f[2]).startswith("libtsan.so")]
+    return bool(frames) and matches(pattern, frames[0][2])
 
 
 def split_reports(text):
