@@ -1378,6 +1378,9 @@ START_TEST(test_remove_event_callback)
     ck_assert_uint_ne(outside.id, inside.id);
     ck_assert(pleg_host_start(env->host, NULL));
     ck_assert(env_wait(env, has_event, "ContainerStarted uid-1 ctr-1 global"));
+    /* Each callback has a channel of its own, filled one after the other by the PLEG: they all
+     * hold the relist's events once a relist has been reported after it. */
+    ck_assert(env_wait(env, relists_reached, GUINT_TO_POINTER(env->relists + 1)));
     drain(env);
 
     /* The sandbox and the container each gave an event: the self-removing one saw the first. */
