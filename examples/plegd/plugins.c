@@ -38,6 +38,7 @@ plegd_check_plugin_dir(const char *dir)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(GDir) handle = NULL;
+    g_autofree char *shown = NULL;
     const char *name;
 
     handle = g_dir_open(dir, 0, &error);
@@ -46,7 +47,9 @@ plegd_check_plugin_dir(const char *dir)
             return g_strdup("does not exist");
         if (g_error_matches(error, G_FILE_ERROR, G_FILE_ERROR_NOTDIR))
             return g_strdup("is not a folder");
-        return g_strdup_printf("cannot be read: %s", error->message);
+        /* GLib's message repeats the path, which the caller already shows, cut. */
+        shown = pleg_log_text(error->message, -1, 0);
+        return g_strdup_printf("cannot be read: %s", shown);
     }
     while ((name = g_dir_read_name(handle))) {
         if (g_str_has_suffix(name, ".plugin"))

@@ -459,6 +459,7 @@ gboolean
 pleg_feature_gates_register(PlegFeatureGates *gates, const char *name, PlegFeatureStage stage,
                             gboolean default_enabled, const char *origin, GError **error)
 {
+    g_autofree char *shown_origin = NULL;
     DeclaredSpec *spec;
     int idx;
 
@@ -466,14 +467,17 @@ pleg_feature_gates_register(PlegFeatureGates *gates, const char *name, PlegFeatu
     g_return_val_if_fail(name != NULL, FALSE);
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
 
-    if (!origin)
-        origin = "(unnamed)";
+    /* Only for messages: a path, escaped once here (it may come from a folder's listing). */
+    shown_origin = pleg_log_text(origin ? origin : "(unnamed)", -1, 4096);
+    origin = shown_origin;
     default_enabled = !!default_enabled;
     if (!valid_gate_name(name)) {
+        g_autofree char *shown = pleg_log_text(name, -1, 0);
+
         g_set_error(error, PLEG_FEATURE_GATE_ERROR, PLEG_FEATURE_GATE_ERROR_BAD_NAME,
                     "invalid feature gate name \"%s\" declared by %s: want an upper-case letter "
                     "followed by letters and digits",
-                    name, origin);
+                    shown, origin);
         return FALSE;
     }
     if ((guint)stage >= G_N_ELEMENTS(stage_names)) {

@@ -72,19 +72,26 @@ read_gate_declaration(GKeyFile *key_file, const char *group, GateDeclaration *re
     g_auto(GStrv) keys = g_key_file_get_keys(key_file, group, NULL, NULL);
     g_autofree char *stage = g_key_file_get_value(key_file, group, "Stage", NULL);
     g_autofree char *value = g_key_file_get_value(key_file, group, "Default", NULL);
+    /* Everything below comes from the .plugin file: shown escaped and cut. */
+    g_autofree char *shown_group = pleg_log_text(group, -1, 0);
 
     ret->name = group + strlen(GATE_DECLARATION_PREFIX);
     for (char **key = keys; key && *key; key++) {
         if (!g_str_equal(*key, "Stage") && !g_str_equal(*key, "Default")) {
+            g_autofree char *shown_key = pleg_log_text(*key, -1, 0);
+
             g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
-                        "[%s]: unknown key %s (expected Stage and Default)", group, *key);
+                        "[%s]: unknown key %s (expected Stage and Default)", shown_group,
+                        shown_key);
             return FALSE;
         }
     }
     if (!stage || !pleg_feature_stage_from_string(stage, &ret->stage)) {
+        g_autofree char *shown = stage ? pleg_log_text(stage, -1, 0) : NULL;
+
         g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
-                    "[%s]: %s%s: want Stage=Alpha, Beta, GA or Deprecated", group,
-                    stage ? "invalid Stage=" : "no Stage", stage ? stage : "");
+                    "[%s]: %s%s: want Stage=Alpha, Beta, GA or Deprecated", shown_group,
+                    stage ? "invalid Stage=" : "no Stage", stage ? shown : "");
         return FALSE;
     }
     if (g_strcmp0(value, "true") == 0) {
@@ -92,9 +99,11 @@ read_gate_declaration(GKeyFile *key_file, const char *group, GateDeclaration *re
     } else if (g_strcmp0(value, "false") == 0) {
         ret->default_enabled = FALSE;
     } else {
+        g_autofree char *shown = value ? pleg_log_text(value, -1, 0) : NULL;
+
         g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_CONFIG,
-                    "[%s]: %s%s: want Default=true or Default=false", group,
-                    value ? "invalid Default=" : "no Default", value ? value : "");
+                    "[%s]: %s%s: want Default=true or Default=false", shown_group,
+                    value ? "invalid Default=" : "no Default", value ? shown : "");
         return FALSE;
     }
     return TRUE;

@@ -523,8 +523,10 @@ pleg_host_check_required(PlegHost *self, gboolean started, GError **error)
                 self->plugin_dir && *self->plugin_dir ? self->plugin_dir : "(no plugin directory)",
                 -1, 4096);
 
+            g_autofree char *shown = pleg_log_text(name, -1, 0);
+
             g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_REQUIRED_PLUGIN,
-                        "required plugin %s was not found in %s", name, dir);
+                        "required plugin %s was not found in %s", shown, dir);
             return FALSE;
         }
         switch (entry->info.state) {

@@ -1597,6 +1597,15 @@ static const BadDeclaration bad_declarations[] = {
     {"[Plugin]\nName=x\n[FeatureGate x-gate]\nStage=Beta\nDefault=true\n",
      "@: invalid feature gate name \"x-gate\" declared by @: want an upper-case letter followed "
      "by letters and digits"},
+    /* What the file says reaches the message escaped. */
+    {"[Plugin]\nName=x\n[FeatureGate XGate]\nStage=\x1b[31mAlpha\nDefault=false\n",
+     "@: [FeatureGate XGate]: invalid Stage=\\x1b[31mAlpha: want Stage=Alpha, Beta, GA or "
+     "Deprecated"},
+    {"[Plugin]\nName=x\n[FeatureGate XGate]\nStage=Beta\nDefault=\x1b[31mfalse\n",
+     "@: [FeatureGate XGate]: invalid Default=\\x1b[31mfalse: want Default=true or "
+     "Default=false"},
+    {"[Plugin]\nName=x\n[FeatureGate XGate]\nStage=Beta\nDefault=true\nK\x07y=1\n",
+     "@: [FeatureGate XGate]: unknown key K\\x07y (expected Stage and Default)"},
     /* declared.plugin (read first) has ProbeGate as Alpha, off. */
     {"[Plugin]\nName=x\n[FeatureGate ProbeGate]\nStage=Beta\nDefault=true\n",
      "@: feature gate ProbeGate is declared differently: Alpha, default false by "

@@ -740,6 +740,35 @@ START_TEST(test_huge_flag_value)
 }
 END_TEST
 
+/* The plugin flags: a 100 KB plugin name or folder is cut wherever it is named, GLib's own
+ * message about the folder too. */
+START_TEST(test_huge_plugin_flag_values)
+{
+    g_autofree char *value = g_strnfill(100 * 1024, 'x');
+    g_autofree char *require = g_strconcat("--require-plugins=", value, NULL);
+    g_autofree char *dir = g_strconcat("--plugin-dir=/tmp/", value, NULL);
+    g_autofree char *window = g_strnfill(4200, 'x');
+    g_autoptr(PlegdRunner) required = NULL, searched = NULL;
+    g_autofree char *err = NULL, *err2 = NULL;
+
+    required = plegd_runner_spawn(NULL, "--metrics-bind-address=127.0.0.1:0",
+                                  "--container-runtime-endpoint=unix:///nonexistent/cri.sock",
+                                  "--plugin-dir=", require);
+    ck_assert_int_eq(plegd_runner_wait_exit(required), 1);
+    err = plegd_runner_get_stderr(required);
+    ck_assert_msg(strstr(err, "required plugin xxx"), "%s", err);
+    ck_assert_msg(strlen(err) < 8192, "%zu bytes of stderr:\n%s", strlen(err), err);
+
+    searched = plegd_runner_spawn(NULL, "--metrics-bind-address=127.0.0.1:0",
+                                  "--container-runtime-endpoint=unix:///nonexistent/cri.sock", dir);
+    assert_stderr_shows(searched, "no plugins from it");
+    ck_assert_int_eq(plegd_runner_stop(searched, SIGTERM), 0);
+    err2 = plegd_runner_get_stderr(searched);
+    ck_assert_msg(!strstr(err2, window), "the folder is not cut:\n%.2000s", err2);
+    ck_assert_msg(strlen(err2) < 32768, "%zu bytes of stderr", strlen(err2));
+}
+END_TEST
+
 /* Control characters and bytes that are not UTF-8 reach the terminal escaped. */
 START_TEST(test_control_bytes_in_flag)
 {
@@ -976,6 +1005,7 @@ plegd_suite(void)
     tcase_add_test(tc, test_help);
     tcase_add_test(tc, test_version);
     tcase_add_loop_test(tc, test_bad_flag, 0, G_N_ELEMENTS(bad_args));
+    tcase_add_test(tc, test_huge_plugin_flag_values);
     tcase_add_loop_test(tc, test_huge_flag_value, 0, G_N_ELEMENTS(huge_flags));
     tcase_add_test(tc, test_control_bytes_in_flag);
     suite_add_tcase(suite, tc);
