@@ -428,37 +428,69 @@ respond(SoupServerMessage *msg, guint status, const char *content_type, char *bo
     soup_server_message_set_response(msg, content_type, SOUP_MEMORY_TAKE, body, strlen(body));
 }
 
-static gboolean
-parse_query(GHashTable *query, gboolean *ret_has_since, guint64 *ret_since,
-            const char **ret_instance, GError **error)
+/* One form-encoded part of a query ('+' a space, %XX a byte); NULL when malformed or when it
+ * would hold a NUL (%00), which would cut the value short. */
+static char *
+query_unescape(const char *text, gssize length)
 {
-    GHashTableIter iter;
-    const char *name;
-    const char *value;
+    g_autofree char *spaced = g_strndup(text, length < 0 ? strlen(text) : (gsize)length);
+
+    g_strdelimit(spaced, "+", ' ');
+    return g_uri_unescape_string(spaced, NULL);
+}
+
+/* /events?since=SEQ&instance=ID: each at most once, nothing else.  The query is read here, not
+ * with soup_form_decode(), whose table keeps the last of a repeated name silently. */
+static gboolean
+parse_query(const char *query, gboolean *ret_has_since, guint64 *ret_since, char **ret_instance,
+            GError **error)
+{
+    g_auto(GStrv) params = query ? g_strsplit(query, "&", -1) : NULL;
+    gboolean has_instance = FALSE;
 
     *ret_has_since = FALSE;
     *ret_instance = NULL;
-    if (!query)
-        return TRUE;
-    g_hash_table_iter_init(&iter, query);
-    while (g_hash_table_iter_next(&iter, (gpointer *)&name, (gpointer *)&value)) {
+    for (char **param = params; param && *param; param++) {
+        const char *equals = strchr(*param, '=');
+        g_autofree char *name = NULL, *value = NULL, *shown = NULL;
         g_autoptr(GError) local_error = NULL;
 
+        if (**param == '\0')
+            continue;
+        name = query_unescape(*param, equals ? equals - *param : -1);
+        value = query_unescape(equals ? equals + 1 : "", -1);
+        if (!name || !value) {
+            shown = pleg_log_text(*param, -1, 0);
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "malformed query parameter \"%s\" (a bad %%-escape, or %%00)", shown);
+            return FALSE;
+        }
+        shown = pleg_log_text(name, -1, 0);
+        if ((g_str_equal(name, "since") && *ret_has_since) ||
+            (g_str_equal(name, "instance") && has_instance)) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "query parameter \"%s\" given more than once", shown);
+            return FALSE;
+        }
         if (g_str_equal(name, "instance")) {
-            *ret_instance = value;
+            has_instance = TRUE;
+            g_free(*ret_instance);
+            *ret_instance = g_steal_pointer(&value);
             continue;
         }
         if (!g_str_equal(name, "since")) {
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                         "unknown query parameter \"%s\" (/events takes since=SEQ and "
                         "instance=ID)",
-                        name);
+                        shown);
             return FALSE;
         }
         if (!g_ascii_string_to_unsigned(value, 10, 0, G_MAXINT64, ret_since, &local_error)) {
+            g_autofree char *shown_value = pleg_log_text(value, -1, 0);
+
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid since \"%s\": %s (expected the seq of the last event seen)", value,
-                        local_error->message);
+                        "invalid since \"%s\": %s (expected the seq of the last event seen)",
+                        shown_value, local_error->message);
             return FALSE;
         }
         *ret_has_since = TRUE;
@@ -469,12 +501,11 @@ parse_query(GHashTable *query, gboolean *ret_has_since, guint64 *ret_since,
 gboolean
 plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
 {
-    const char *query_text = g_uri_get_query(soup_server_message_get_uri(msg));
-    g_autoptr(GHashTable) query = query_text ? soup_form_decode(query_text) : NULL;
+    const char *query = g_uri_get_query(soup_server_message_get_uri(msg));
     g_autoptr(GError) error = NULL;
     SoupMessageHeaders *headers = soup_server_message_get_response_headers(msg);
     gboolean head = g_str_equal(soup_server_message_get_method(msg), SOUP_METHOD_HEAD);
-    const char *instance;
+    g_autofree char *instance = NULL;
     gboolean has_since;
     guint64 since = 0;
     Subscriber *sub;
@@ -485,11 +516,14 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
                 g_strconcat(error->message, "\n", NULL));
         return FALSE;
     }
-    if (instance && !g_str_equal(instance, events->instance))
+    if (instance && !g_str_equal(instance, events->instance)) {
+        g_autofree char *shown = pleg_log_text(instance, -1, 0);
+
         g_set_error(&error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
                     "instance %s is not this plegd (%s): plegd restarted, its seqs start again "
                     "at 1; relist, then follow /events",
-                    instance, events->instance);
+                    shown, events->instance);
+    }
     if (error || (has_since && !plegd_event_ring_check_since(events->ring, since, &error))) {
         const char *const labels[] = {REASON_GONE};
         guint64 next = plegd_event_ring_get_next_seq(events->ring);

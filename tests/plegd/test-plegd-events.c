@@ -620,6 +620,21 @@ START_TEST(test_bad_requests)
     ck_assert_msg(strstr(body, "unknown query parameter \"from\""), "%s", body);
     g_clear_pointer(&body, g_free);
 
+    /* A repeated parameter is refused, not the last one taken. */
+    ck_assert_uint_eq(request_events("GET", "?since=0&since=1", &body, NULL), 400);
+    ck_assert_msg(strstr(body, "query parameter \"since\" given more than once"), "%s", body);
+    g_clear_pointer(&body, g_free);
+
+    /* %00 would cut the value short ("0"): refused. */
+    ck_assert_uint_eq(request_events("GET", "?since=0%00garbage", &body, NULL), 400);
+    ck_assert_msg(strstr(body, "malformed query parameter \"since=0%00garbage\""), "%s", body);
+    g_clear_pointer(&body, g_free);
+
+    /* Escapes decode as a form's do. */
+    ck_assert_uint_eq(request_events("GET", "?si%6Ece=yesterday", &body, NULL), 400);
+    ck_assert_msg(strstr(body, "invalid since \"yesterday\""), "%s", body);
+    g_clear_pointer(&body, g_free);
+
     /* A seq newer than any (a client of an earlier plegd) cannot be resumed either. */
     ck_assert_uint_eq(request_events("GET", "?since=7", &body, &type), 410);
     ck_assert_str_eq(type, "application/json");
