@@ -59,6 +59,8 @@ extern void __tsan_mutex_pre_lock(void *addr, unsigned flags) __attribute__((wea
 extern void __tsan_mutex_post_lock(void *addr, unsigned flags, int recursion) __attribute__((weak));
 extern int __tsan_mutex_pre_unlock(void *addr, unsigned flags) __attribute__((weak));
 extern void __tsan_mutex_post_unlock(void *addr, unsigned flags) __attribute__((weak));
+extern void __tsan_ignore_thread_begin(void) __attribute__((weak));
+extern void __tsan_ignore_thread_end(void) __attribute__((weak));
 
 #define MUTEX_WRITE_REENTRANT (1u << 1)
 #define MUTEX_READ_REENTRANT  (1u << 2)
@@ -84,6 +86,27 @@ release(const void *addr)
 {
     if (tsan_present())
         __tsan_release((void *)addr);
+}
+
+/* Memory accesses of this thread not recorded (synchronisation still is), nestable. */
+static __thread int ignoring;
+
+static void
+ignore_begin(void)
+{
+    if (tsan_present() && __tsan_ignore_thread_begin) {
+        __tsan_ignore_thread_begin();
+        ignoring++;
+    }
+}
+
+static void
+ignore_end(void)
+{
+    if (ignoring > 0) {
+        ignoring--;
+        __tsan_ignore_thread_end();
+    }
 }
 
 static void
@@ -961,9 +984,13 @@ g_main_context_invoke(GMainContext *context, GSourceFunc function, gpointer data
 
 /* GObject keeps every instance's signal handlers in global tables that connect and disconnect
  * grow and shrink (g_realloc) under its global signal lock, which TSan cannot see: two threads
- * connecting to one relist's GCancellable were reported.  Connects and disconnects from
- * instrumented code take this lock around GLib's, as its stand-in.  (A handler must then not
- * connect or disconnect a cancellable itself: libpleg's only cancel the gRPC call.) */
+ * connecting to one relist's GCancellable were reported, and so was a connect of libpleg's
+ * dispatcher against GIO's own on plegd's main thread (libsoup's sockets), which no wrapper
+ * sees.  So GLib's connect and disconnect run with this thread's memory accesses ignored
+ * (GObject touches only its own tables there; the handler's data is ordered by the edges
+ * below, which are still recorded), and connects and disconnects from instrumented code take
+ * this lock around GLib's, as the stand-in of GObject's.  (A handler must then not connect or
+ * disconnect a cancellable itself: libpleg's only cancel the gRPC call.) */
 static pthread_mutex_t signal_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct {
@@ -978,11 +1005,19 @@ cancel_handler(GCancellable *cancellable, gpointer data)
 {
     CancelHandler *h = data;
 
+    /* On a cancellable cancelled already, GLib's connect calls the handler at once: its own
+     * accesses count. */
+    int ignored = ignoring;
+
+    for (int i = 0; i < ignored; i++)
+        ignore_end();
     acquire(h);
     acquire(cancellable);
     ((void (*)(GCancellable *, gpointer))h->callback)(cancellable, h->data);
     release(cancellable);
     release(h);
+    for (int i = 0; i < ignored; i++)
+        ignore_begin();
 }
 
 static void
@@ -1016,8 +1051,10 @@ g_cancellable_connect(GCancellable *cancellable, GCallback callback, gpointer da
     *h = (CancelHandler){cancellable, callback, data, data_destroy_func};
     release(h);
     pthread_mutex_lock(&signal_lock);
+    ignore_begin();
     id = get_g_cancellable_connect()(cancellable, G_CALLBACK(cancel_handler), h,
                                      cancel_handler_free);
+    ignore_end();
     pthread_mutex_unlock(&signal_lock);
     return id;
 }
@@ -1032,7 +1069,9 @@ g_cancellable_disconnect(GCancellable *cancellable, gulong handler_id)
     }
 
     pthread_mutex_lock(&signal_lock);
+    ignore_begin();
     get_g_cancellable_disconnect()(cancellable, handler_id);
+    ignore_end();
     pthread_mutex_unlock(&signal_lock);
     if (cancellable)
         acquire(cancellable);
