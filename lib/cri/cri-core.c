@@ -752,21 +752,19 @@ stream_finish(CriStream *self, GError **error)
     return FALSE;
 }
 
-gboolean
-cri_stream_read(CriStream *self, ProtobufCMessage **ret_message, GCancellable *cancellable,
-                GError **error)
+/* Waits for the stream's next message: TRUE with the message's bytes in io.response_buffer, or
+ * TRUE with none at a clean end (*ret_end), FALSE with @error when the stream failed. */
+static gboolean
+stream_receive(CriStream *self, gboolean *ret_end, GCancellable *cancellable, GError **error)
 {
     grpc_call_error call_error;
-    ProtobufCMessage *message;
     gulong cancel_id = 0;
     grpc_op op = {0};
 
-    g_return_val_if_fail(self != NULL, FALSE);
-    g_return_val_if_fail(ret_message != NULL, FALSE);
-
+    *ret_end = FALSE;
     switch (self->state) {
     case STREAM_DONE:
-        *ret_message = NULL;
+        *ret_end = TRUE;
         return TRUE;
     case STREAM_FAILED:
         g_propagate_error(error, g_error_copy(self->failure));
@@ -799,23 +797,69 @@ cri_stream_read(CriStream *self, ProtobufCMessage **ret_message, GCancellable *c
     if (cancel_id)
         g_cancellable_disconnect(cancellable, cancel_id);
 
-    if (!self->io.response_buffer)
+    if (!self->io.response_buffer) {
+        *ret_end = TRUE;
         return stream_finish(self, error);
+    }
+    return TRUE;
+}
 
-    message = unpack_message(self->channel, self->method, self->io.response_buffer,
-                             self->response_descriptor, self->arena, &self->failure);
+/* The message received is decoded (@ok) or not: the buffer goes either way, and, like gRPC-Go,
+ * a message that does not decode ends the stream. */
+static gboolean
+stream_received(CriStream *self, gboolean ok, GError **error)
+{
     grpc_byte_buffer_destroy(self->io.response_buffer);
     self->io.response_buffer = NULL;
-    if (!message) {
-        /* Like gRPC-Go: an undecodable message ends the stream. */
-        self->state = STREAM_FAILED;
-        grpc_call_cancel(self->call, NULL);
-        g_propagate_error(error, g_error_copy(self->failure));
-        return FALSE;
-    }
+    if (ok)
+        return TRUE;
+    self->state = STREAM_FAILED;
+    grpc_call_cancel(self->call, NULL);
+    g_propagate_error(error, g_error_copy(self->failure));
+    return FALSE;
+}
 
+gboolean
+cri_stream_read(CriStream *self, ProtobufCMessage **ret_message, GCancellable *cancellable,
+                GError **error)
+{
+    ProtobufCMessage *message;
+    gboolean end;
+
+    g_return_val_if_fail(self != NULL, FALSE);
+    g_return_val_if_fail(ret_message != NULL, FALSE);
+
+    *ret_message = NULL;
+    if (!stream_receive(self, &end, cancellable, error))
+        return FALSE;
+    if (end)
+        return TRUE;
+    message = unpack_message(self->channel, self->method, self->io.response_buffer,
+                             self->response_descriptor, self->arena, &self->failure);
+    if (!stream_received(self, message != NULL, error))
+        return FALSE;
     *ret_message = message;
     return TRUE;
+}
+
+gboolean
+cri_stream_read_items(CriStream *self, CriItemFunc item_func, gpointer item_data,
+                      gboolean *ret_end, GCancellable *cancellable, GError **error)
+{
+    gboolean ok;
+
+    g_return_val_if_fail(self != NULL, FALSE);
+    g_return_val_if_fail(self->arena != NULL, FALSE);
+    g_return_val_if_fail(item_func != NULL && ret_end != NULL, FALSE);
+
+    if (!stream_receive(self, ret_end, cancellable, error))
+        return FALSE;
+    if (*ret_end)
+        return TRUE;
+    ok = unpack_answer_items(self->channel, self->method, self->io.response_buffer,
+                             self->response_descriptor, self->arena, item_func, item_data,
+                             &self->failure);
+    return stream_received(self, ok, error);
 }
 
 void

@@ -229,6 +229,20 @@ CriStream *cri_stream_start(CriChannel *channel, const char *method,
 gboolean cri_stream_read(CriStream *stream, ProtobufCMessage **ret_message,
                          GCancellable *cancellable, GError **error);
 
+/**
+ * cri_stream_read_items:
+ * @ret_end: (out): TRUE at a clean end of the stream, when no message came.
+ *
+ * Like cri_stream_read(), for a stream whose messages carry their items in field 1 (the CRI
+ * list streams): the next message is never unpacked whole, each item is given to @item_func
+ * as cri_unpack_items() does, unpacked alone into the stream's arena, which must be set.  A
+ * message that does not decode fails the stream after the items before the fault were given.
+ *
+ * Returns: %FALSE with @error set when the stream failed.
+ */
+gboolean cri_stream_read_items(CriStream *stream, CriItemFunc item_func, gpointer item_data,
+                               gboolean *ret_end, GCancellable *cancellable, GError **error);
+
 /* Messages read after this are unpacked into @arena (nullable: with malloc again), which must
  * outlive them; the caller rewinds or frees it between messages as it likes. */
 void cri_stream_set_arena(CriStream *stream, CriArena *arena);

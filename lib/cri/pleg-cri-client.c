@@ -268,51 +268,44 @@ list_unary_answered(PlegCriClient *client, Listing listing, gboolean whole, cons
         list_notify(client, PLEG_CRI_LIST_NOTICE_TOO_LARGE, error);
 }
 
-typedef void (*ListSink)(const ProtobufCMessage *message, GPtrArray *items);
-
-/* One list stream, each message decoded into @items as it arrives and dropped at once, so that the
- * whole answer is never held twice.  The stream's deadline is the client's call deadline. */
+/* One list stream, each message's items decoded into @items as it arrives, item by item, so
+ * that neither a message nor the whole answer is ever held unpacked.  The stream's deadline is
+ * the client's call deadline. */
 static gboolean
 list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
-            const ProtobufCMessageDescriptor *response_descriptor, ListSink sink,
+            const ProtobufCMessageDescriptor *response_descriptor, CriItemFunc item_func,
             GPtrArray *items, GCancellable *cancellable, GError **error)
 {
     g_autoptr(CriStream) stream = cri_stream_start(client->channel, method, request,
                                                    response_descriptor, client->timeout_usec,
                                                    FALSE, error);
     g_autoptr(CriArena) arena = NULL;
-    CriArenaMark start;
+    gboolean end = FALSE;
 
     if (!stream)
         return FALSE;
     /* Declared after the stream, so freed before it: the stream only borrows the arena. */
     arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
-    start = cri_arena_mark(arena);
     cri_stream_set_arena(stream, arena);
-    for (;;) {
-        ProtobufCMessage *message = NULL;
-
-        if (!cri_stream_read(stream, &message, cancellable, error))
+    while (!end) {
+        if (!cri_stream_read_items(stream, item_func, items, &end, cancellable, error))
             return FALSE;
-        if (!message)
-            return TRUE;
-        sink(message, items);
-        cri_arena_rewind(arena, &start);
     }
+    return TRUE;
 }
 
 /* Lists through the stream when the gate says so; FALSE with @error on a failure other than
  * UNIMPLEMENTED, and FALSE without an error when the caller must list unary instead. */
 static gboolean
 try_list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
-                const ProtobufCMessageDescriptor *response_descriptor, ListSink sink,
+                const ProtobufCMessageDescriptor *response_descriptor, CriItemFunc item_func,
                 GPtrArray *items, GCancellable *cancellable, GError **error)
 {
     g_autoptr(GError) local_error = NULL;
 
     if (!list_use_streams(client))
         return FALSE;
-    if (list_stream(client, method, request, response_descriptor, sink, items, cancellable,
+    if (list_stream(client, method, request, response_descriptor, item_func, items, cancellable,
                     &local_error)) {
         list_streams_answered(client, NULL);
         return TRUE;
@@ -339,24 +332,6 @@ add_container(const ProtobufCMessage *item, gpointer containers)
     g_ptr_array_add(containers, cri_decode_container((gconstpointer)item));
 }
 
-static void
-add_sandboxes(const ProtobufCMessage *message, GPtrArray *sandboxes)
-{
-    const Runtime__V1__StreamPodSandboxesResponse *response = (gconstpointer)message;
-
-    for (size_t i = 0; i < response->n_pod_sandboxes; i++)
-        g_ptr_array_add(sandboxes, cri_decode_pod_sandbox(response->pod_sandboxes[i]));
-}
-
-static void
-add_containers(const ProtobufCMessage *message, GPtrArray *containers)
-{
-    const Runtime__V1__StreamContainersResponse *response = (gconstpointer)message;
-
-    for (size_t i = 0; i < response->n_containers; i++)
-        g_ptr_array_add(containers, cri_decode_container(response->containers[i]));
-}
-
 /* ---- PlegRuntime ---- */
 
 static gboolean
@@ -372,7 +347,7 @@ list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
 
     stream_request.filter = filter;
     if (try_list_stream(client, "StreamPodSandboxes", &stream_request.base,
-                        &runtime__v1__stream_pod_sandboxes_response__descriptor, add_sandboxes,
+                        &runtime__v1__stream_pod_sandboxes_response__descriptor, add_sandbox,
                         sandboxes, cancellable, &local_error)) {
         *ret_sandboxes = g_steal_pointer(&sandboxes);
         return TRUE;
@@ -448,7 +423,7 @@ runtime_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **r
         stream_request.filter = &filter;
     }
     if (try_list_stream(client, "StreamContainers", &stream_request.base,
-                        &runtime__v1__stream_containers_response__descriptor, add_containers,
+                        &runtime__v1__stream_containers_response__descriptor, add_container,
                         containers, cancellable, &local_error)) {
         *ret_containers = g_steal_pointer(&containers);
         return TRUE;
