@@ -3,7 +3,8 @@
  * bench-relist: the CPU, page faults and memory of a steady global relist, against a bare
  * client making the same CRI calls, side by side in one run.
  *
- *   bench-relist CRI-SIM [--sizes=100,1000,5000] [--rounds=5] [--relists=10] [--json=FILE]
+ *   bench-relist CRI-SIM [--sizes=100,1000,5000] [--rounds=5] [--relists=10] [--bound=N]
+ *                [--json=FILE]
  *
  * cri-sim runs out of process with PODS pods of 3 running containers.  Each round runs, one
  * after the other and alternating which goes first, a child that relists with a Generic PLEG
@@ -50,7 +51,7 @@ report(double cpu_start, gint64 faults_start, int relists)
 }
 
 static int
-child_pleg(const char *endpoint, int relists)
+child_pleg(const char *endpoint, int relists, int bound)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(PlegCriClient) client = pleg_cri_client_new(endpoint, 60 * G_USEC_PER_SEC, &error);
@@ -65,6 +66,8 @@ child_pleg(const char *endpoint, int relists)
         fail("client", error);
     runtime = pleg_cri_client_as_runtime(client);
     pleg_generic_config_init(&config);
+    if (bound > 0)
+        config.max_status_calls_in_flight = (guint)bound;
     pleg = pleg_generic_new(runtime, &config, registry);
     for (int i = 0; i < 1 + WARM_RELISTS; i++)
         if (!pleg_generic_relist(pleg, &error))
@@ -132,13 +135,16 @@ typedef struct {
     double median, min, max;
 } Stat;
 
+static int bound = 0; /* --bound: max_status_calls_in_flight of the libpleg child, 0 default */
+
 static Sample
 run_child(const char *self, const char *mode, const char *endpoint, int relists)
 {
     g_autofree char *mode_arg = g_strdup_printf("--child=%s", mode);
     g_autofree char *endpoint_arg = g_strdup_printf("--endpoint=%s", endpoint);
     g_autofree char *relists_arg = g_strdup_printf("--relists=%d", relists);
-    const char *argv[] = {self, mode_arg, endpoint_arg, relists_arg, NULL};
+    g_autofree char *bound_arg = g_strdup_printf("--bound=%d", bound);
+    const char *argv[] = {self, mode_arg, endpoint_arg, relists_arg, bound_arg, NULL};
     g_autofree char *out = perf_run_child(argv);
     Sample sample;
 
@@ -176,6 +182,8 @@ main(int argc, char **argv)
         {"sizes", 0, 0, G_OPTION_ARG_STRING, &sizes_text, "Pod counts, comma-separated", "N,..."},
         {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds, "Children per client and size", "N"},
         {"relists", 0, 0, G_OPTION_ARG_INT, &relists, "Steady relists a child measures", "N"},
+        {"bound", 0, 0, G_OPTION_ARG_INT, &bound,
+         "max_status_calls_in_flight of the PLEG (default: the library's)", "N"},
         {"json", 0, 0, G_OPTION_ARG_FILENAME, &json_path, "Write the figures here", "FILE"},
         {"child", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &child, NULL, NULL},
         {"endpoint", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &endpoint, NULL, NULL},
@@ -194,7 +202,7 @@ main(int argc, char **argv)
         return 2;
     }
     if (child && g_str_equal(child, "pleg"))
-        return child_pleg(endpoint, relists);
+        return child_pleg(endpoint, relists, bound);
     if (child && g_str_equal(child, "bare"))
         return child_bare(endpoint, relists);
     if (argc != 2 || rounds < 1 || relists < 1) {
