@@ -25,7 +25,7 @@
 
 #include <pleg/pleg.h>
 
-#include "cri-private.h"
+#include "perf-bare.h"
 #include "perf-common.h"
 
 #define CONTAINERS_PER_POD 3
@@ -82,29 +82,6 @@ child_pleg(const char *endpoint, int relists, int bound)
     return 0;
 }
 
-/* What a relist asks the runtime when nothing changed: both listings, nothing else. */
-static void
-bare_listing(CriChannel *channel)
-{
-    Runtime__V1__ListPodSandboxRequest sandboxes = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
-    Runtime__V1__ListContainersRequest containers = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
-    g_autoptr(GError) error = NULL;
-    ProtobufCMessage *answer;
-
-    answer = cri_channel_call(channel, "ListPodSandbox", &sandboxes.base,
-                              &runtime__v1__list_pod_sandbox_response__descriptor,
-                              60 * G_USEC_PER_SEC, NULL, &error);
-    if (!answer)
-        fail("ListPodSandbox", error);
-    cri_message_free(answer);
-    answer = cri_channel_call(channel, "ListContainers", &containers.base,
-                              &runtime__v1__list_containers_response__descriptor,
-                              60 * G_USEC_PER_SEC, NULL, &error);
-    if (!answer)
-        fail("ListContainers", error);
-    cri_message_free(answer);
-}
-
 static int
 child_bare(const char *endpoint, int relists)
 {
@@ -116,11 +93,11 @@ child_bare(const char *endpoint, int relists)
     if (!channel)
         fail("channel", error);
     for (int i = 0; i < 1 + WARM_RELISTS; i++)
-        bare_listing(channel);
+        perf_bare_listing(channel);
     cpu = perf_cpu_ms();
     faults = perf_minor_faults();
     for (int i = 0; i < relists; i++)
-        bare_listing(channel);
+        perf_bare_listing(channel);
     report(cpu, faults, relists);
     return 0;
 }

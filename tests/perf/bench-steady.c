@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cri-private.h"
+#include "perf-bare.h"
 #include "perf-common.h"
 
 #define CONTAINERS_PER_POD 3
@@ -78,28 +78,6 @@ sample_windows(GPid pid, guint n, gint64 window_usec, double *ret_percent)
 
 /* ---- the bare child: a global relist's calls once a second, until its stdin ends ---- */
 
-static void
-bare_listing(CriChannel *channel)
-{
-    Runtime__V1__ListPodSandboxRequest sandboxes = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
-    Runtime__V1__ListContainersRequest containers = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
-    g_autoptr(GError) error = NULL;
-    ProtobufCMessage *answer;
-
-    answer = cri_channel_call(channel, "ListPodSandbox", &sandboxes.base,
-                              &runtime__v1__list_pod_sandbox_response__descriptor,
-                              60 * G_USEC_PER_SEC, NULL, &error);
-    if (!answer)
-        fail("ListPodSandbox", error);
-    cri_message_free(answer);
-    answer = cri_channel_call(channel, "ListContainers", &containers.base,
-                              &runtime__v1__list_containers_response__descriptor,
-                              60 * G_USEC_PER_SEC, NULL, &error);
-    if (!answer)
-        fail("ListContainers", error);
-    cri_message_free(answer);
-}
-
 static int
 child_bare(const char *endpoint)
 {
@@ -118,7 +96,7 @@ child_bare(const char *endpoint)
         gint64 now = g_get_monotonic_time();
 
         if (now >= next) {
-            bare_listing(channel);
+            perf_bare_listing(channel);
             next += G_USEC_PER_SEC;
             continue;
         }
