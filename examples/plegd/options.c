@@ -429,10 +429,12 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
 }
 
 /* The gates, in order: built-in defaults, the gates the plugins of the plugin path declare (so
- * that the next two may name them), the file's [FeatureGates], --feature-gates. */
+ * that the next two may name them), the file's [FeatureGates], each --feature-gates in the order
+ * given.  kubelet's --feature-gates is a map flag: given again, it adds to what the earlier ones
+ * set, and the last value of a gate wins. */
 static gboolean
 configure_gates(PlegFeatureGates *gates, const Settings *settings, const char *config_file,
-                GKeyFile *key_file, const char *feature_gates, GError **error)
+                GKeyFile *key_file, const char *const *feature_gates, GError **error)
 {
     g_autoptr(GError) local_error = NULL;
     g_autofree char *shown_config = pleg_log_text(config_file, -1, 1024);
@@ -457,11 +459,13 @@ configure_gates(PlegFeatureGates *gates, const Settings *settings, const char *c
                     shown_config, local_error->message);
         return FALSE;
     }
-    if (feature_gates && !pleg_feature_gates_parse(gates, feature_gates, &local_error)) {
-        /* The reason names the item at fault, escaped and cut. */
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --feature-gates: %s",
-                    local_error->message);
-        return FALSE;
+    for (const char *const *flag = feature_gates; flag && *flag; flag++) {
+        if (!pleg_feature_gates_parse(gates, *flag, &local_error)) {
+            /* The reason names the item at fault, escaped and cut. */
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid --feature-gates: %s", local_error->message);
+            return FALSE;
+        }
     }
     return TRUE;
 }
@@ -491,7 +495,7 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
 {
     g_auto(Settings) settings = {0};
     g_autofree char *config_file = NULL;
-    g_autofree char *feature_gates = NULL;
+    g_auto(GStrv) feature_gates = NULL;
     g_autofree char *http_idle_timeout = NULL;
     g_autofree char *stdout_max_backlog = NULL;
     gboolean version = FALSE;
@@ -512,8 +516,9 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
          "Serve /metrics, /healthz and /events here; \"\" disables, port 0 picks a free port "
          "(default " DEFAULT_METRICS_BIND_ADDRESS ")",
          "IP:PORT"},
-        {"feature-gates", 0, 0, G_OPTION_ARG_STRING, &feature_gates,
-         "Feature gates, e.g. EventedPLEG=true", "NAME=BOOL,..."},
+        {"feature-gates", 0, 0, G_OPTION_ARG_STRING_ARRAY, &feature_gates,
+         "Feature gates, e.g. EventedPLEG=true; given again, adds to the gates set before",
+         "NAME=BOOL,..."},
         {"plugin-dir", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_PLUGIN_DIR],
          "Load plugins from DIR (several: DIR1:DIR2, searched in order); \"\" loads none (default: libpleg's plugin directory)", "DIR"},
         {"disable-plugins", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_DISABLE_PLUGINS],
@@ -559,8 +564,9 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
         "--config FILE is a key file: its [plegd] group takes the long options above without "
         "their\ndashes (e.g. relist-period=500ms, disable-plugins=evented), its [FeatureGates] "
         "group\nName=true|false lines.  The command line wins over the file; --feature-gates is "
-        "applied\nafter [FeatureGates].  Gates that plugins declare in their .plugin files (in "
-        "the\nplugin directory) can be set like the built-in ones.\n"
+        "applied\nafter [FeatureGates], each one in the order given (the last value of a gate "
+        "wins).  Gates\nthat plugins declare in their .plugin files (in the plugin directory) "
+        "can be set like the\nbuilt-in ones.\n"
         "Logs go to stderr; G_MESSAGES_DEBUG=plegd,pleg shows debug logs.\n"
         "Durations use Go syntax: 500ms, 1s, 3m, 1h30m.");
     g_option_context_add_main_entries(context, entries, NULL);
@@ -587,7 +593,8 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
 
     if (config_file && !load_config_file(config_file, &settings, &config_key_file, error))
         return FALSE;
-    if (!configure_gates(gates, &settings, config_file, config_key_file, feature_gates, error))
+    if (!configure_gates(gates, &settings, config_file, config_key_file,
+                         (const char *const *)feature_gates, error))
         return FALSE;
 
     if (!parse_period(&settings, SETTING_TIMEOUT, DEFAULT_RUNTIME_REQUEST_TIMEOUT,

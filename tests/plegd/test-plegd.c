@@ -508,6 +508,43 @@ START_TEST(test_config_file_flags_win)
 }
 END_TEST
 
+/* --feature-gates given twice merges, as kubelet's map flag does: each flag is applied in turn
+ * after [FeatureGates], so a gate keeps the value of the last flag that names it, or else the
+ * file's. */
+START_TEST(test_feature_gates_repeated)
+{
+    g_autofree char *contents = NULL;
+    g_autofree char *arg = NULL;
+    g_autofree char *plugin_dir_arg = g_strconcat("--plugin-dir=", cfg.plugin_dir, NULL);
+    g_autoptr(PlegdRunner) plegd = NULL;
+
+    add_broken_plugin(cfg.plugin_dir, "evented-gated", "EventedPLEG");
+    add_broken_plugin(cfg.plugin_dir, "diagnostics-gated", "KubeletWatchdogDiagnostics");
+    add_broken_plugin(cfg.plugin_dir, "streaming-gated", "CRIListStreaming");
+    add_broken_plugin(cfg.plugin_dir, "watchdog-gated", "SystemdWatchdog");
+    contents = g_strdup_printf("[plegd]\n"
+                               "container-runtime-endpoint=%s\n"
+                               "metrics-bind-address=\n"
+                               "[FeatureGates]\n"
+                               "EventedPLEG=false\n"
+                               "CRIListStreaming=true\n",
+                               cfg.endpoint);
+    arg = config_arg(contents);
+    plegd = plegd_runner_spawn(NULL, arg, plugin_dir_arg,
+                               "--feature-gates=EventedPLEG=true,KubeletWatchdogDiagnostics=false",
+                               "--feature-gates=KubeletWatchdogDiagnostics=true",
+                               "--feature-gates=SystemdWatchdog=false");
+
+    /* A gate that is on makes the loader open the (broken) module. */
+    assert_stderr_shows(plegd, "plugin evented-gated: failed: ");
+    assert_stderr_shows(plegd, "plugin diagnostics-gated: failed: ");
+    assert_stderr_shows(plegd, "plugin streaming-gated: failed: ");
+    assert_stderr_shows(plegd,
+                        "plugin watchdog-gated: disabled (feature gate SystemdWatchdog off)");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
 static const struct {
     const char *contents;
     const char *needle; /* the message names this (and the file) */
@@ -1024,6 +1061,7 @@ plegd_suite(void)
     tcase_add_test(tc, test_config_file);
     tcase_add_test(tc, test_config_file_declared_gate);
     tcase_add_test(tc, test_config_file_flags_win);
+    tcase_add_test(tc, test_feature_gates_repeated);
     tcase_add_loop_test(tc, test_config_file_bad, 0, G_N_ELEMENTS(bad_configs));
     tcase_add_test(tc, test_config_not_a_config_file);
     tcase_add_test(tc, test_config_duplicate_key);
