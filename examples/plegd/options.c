@@ -353,6 +353,24 @@ read_config(const char *path, char **ret_contents, gsize *ret_length, GError **e
     return TRUE;
 }
 
+/* GKeyFile reads a line only up to a NUL byte and drops the rest of it without a word: a value
+ * would be cut.  A configuration file is text: refuse any NUL, naming its line. */
+static gboolean
+check_no_nul(const char *contents, gsize length, GError **error)
+{
+    const char *nul = memchr(contents, '\0', length);
+    guint line = 1;
+
+    if (!nul)
+        return TRUE;
+    for (const char *p = contents; p < nul; p++) {
+        if (*p == '\n')
+            line++;
+    }
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "line %u has a NUL byte", line);
+    return FALSE;
+}
+
 /* Fills the settings the command line left unset from the [plegd] group of @path; @ret_key_file
  * keeps the file for its [FeatureGates] group, applied once the plugins' gates are registered. */
 static gboolean
@@ -367,6 +385,7 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
     g_auto(GStrv) keys = NULL;
 
     if (!read_config(path, &contents, &length, &local_error) ||
+        !check_no_nul(contents, length, &local_error) ||
         !g_key_file_load_from_data(key_file, contents, length, G_KEY_FILE_NONE, &local_error)) {
         g_autofree char *why = pleg_log_text(local_error->message, -1, 1024);
 

@@ -591,6 +591,58 @@ START_TEST(test_config_file_bad)
 }
 END_TEST
 
+/* The first line of what @plegd printed when it exited with status 2. */
+static char *
+first_error_line(PlegdRunner *plegd)
+{
+    g_autofree char *err = NULL;
+    g_autofree char *out = NULL;
+
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 2);
+    err = plegd_runner_get_stderr(plegd);
+    out = plegd_runner_get_stdout(plegd);
+    ck_assert_str_eq(out, "");
+    return g_strndup(err, strcspn(err, "\n"));
+}
+
+/* GKeyFile reads a line up to a NUL byte and drops the rest of it: a file with one is refused,
+ * naming the line.  Each '^' below is written as a NUL byte; the settings before it are harmless,
+ * so that a file wrongly accepted starts nothing. */
+#define HARMLESS_CONFIG                                                                            \
+    "[plegd]\nmetrics-bind-address=127.0.0.1:0\n"                                                  \
+    "container-runtime-endpoint=unix:///nonexistent/cri.sock\nplugin-dir=\n"
+
+static const struct {
+    const char *contents;
+    guint line;
+} nul_configs[] = {
+    {HARMLESS_CONFIG "relist-period=1s^ and the rest\n", 5},
+    {HARMLESS_CONFIG "relist-period=1s\n# a comment ^\n", 6},
+    {HARMLESS_CONFIG "[FeatureGates]\nEventedPLEG=true^\n", 6},
+    {HARMLESS_CONFIG "relist-period=1s\n^", 6},
+    {"^" HARMLESS_CONFIG, 1},
+};
+
+START_TEST(test_config_nul_byte)
+{
+    g_autofree char *path = g_build_filename(cfg.dir, "nul.conf", NULL);
+    g_autofree char *arg = g_strconcat("--config=", path, NULL);
+    g_autofree char *contents = g_strdup(nul_configs[_i].contents);
+    gsize length = strlen(contents);
+    g_autofree char *want = NULL;
+    g_autofree char *line = NULL;
+    g_autoptr(PlegdRunner) plegd = NULL;
+
+    g_strdelimit(contents, "^", '\0');
+    ck_assert(g_file_set_contents(path, contents, length, NULL));
+    plegd = plegd_runner_spawn(NULL, arg);
+    line = first_error_line(plegd);
+    want = g_strdup_printf("plegd: invalid --config \"%s\": line %u has a NUL byte", path,
+                           nul_configs[_i].line);
+    ck_assert_str_eq(line, want);
+}
+END_TEST
+
 /* What is not a configuration file fails at once, naming the file: a FIFO with no writer (no
  * blocking open), a device that never ends, a file past the size cap. */
 START_TEST(test_config_not_a_config_file)
@@ -1063,6 +1115,7 @@ plegd_suite(void)
     tcase_add_test(tc, test_config_file_flags_win);
     tcase_add_test(tc, test_feature_gates_repeated);
     tcase_add_loop_test(tc, test_config_file_bad, 0, G_N_ELEMENTS(bad_configs));
+    tcase_add_loop_test(tc, test_config_nul_byte, 0, G_N_ELEMENTS(nul_configs));
     tcase_add_test(tc, test_config_not_a_config_file);
     tcase_add_test(tc, test_config_duplicate_key);
     tcase_add_test(tc, test_config_no_duplicate_no_warning);
