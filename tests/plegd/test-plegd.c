@@ -591,6 +591,26 @@ START_TEST(test_config_file_bad)
 }
 END_TEST
 
+/* A bad value in the file is an error even when a flag sets the same setting, with the message
+ * it has without the flag. */
+static const struct {
+    const char *contents;
+    const char *flag; /* sets what the file sets, validly */
+} bad_overridden[] = {
+    {"[plegd]\nrelist-period=5parsecs\n", "--relist-period=1s"},
+    {"[plegd]\nruntime-request-timeout=0\n", "--runtime-request-timeout=2m"},
+    {"[plegd]\nrelist-threshold=999ns\n", "--relist-threshold=3m"},
+    {"[plegd]\nmetrics-bind-address=localhost:1\n", "--metrics-bind-address=127.0.0.1:0"},
+    {"[plegd]\ncontainer-runtime-endpoint=tcp://127.0.0.1:1\n",
+     "--container-runtime-endpoint=unix:///nonexistent/cri.sock"},
+    {"[plegd]\ndisable-plugins=Bad_Name\n", "--disable-plugins="},
+    {"[plegd]\nrequire-plugins=a b\n", "--require-plugins="},
+    {"[plegd]\nevents-ring-size=999\n", "--events-ring-size=1000"},
+    {"[plegd]\nevents-max-clients=lots\n", "--events-max-clients=1"},
+    {"[plegd]\nmax-status-calls-in-flight=0\n", "--max-status-calls-in-flight=64"},
+    {"[plegd]\nrelist-period=1\\q\n", "--relist-period=1s"},
+};
+
 /* The first line of what @plegd printed when it exited with status 2. */
 static char *
 first_error_line(PlegdRunner *plegd)
@@ -604,6 +624,27 @@ first_error_line(PlegdRunner *plegd)
     ck_assert_str_eq(out, "");
     return g_strndup(err, strcspn(err, "\n"));
 }
+
+START_TEST(test_config_file_bad_overridden)
+{
+    g_autofree char *arg = config_arg(bad_overridden[_i].contents);
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *alone = NULL;
+    g_autofree char *overridden = NULL;
+
+    /* The other settings harmless, so that a bad value wrongly accepted starts nothing. */
+    plegd = plegd_runner_spawn(NULL, arg);
+    alone = first_error_line(plegd);
+    ck_assert_msg(strstr(alone, cfg.config_path), "%s", alone);
+    g_clear_pointer(&plegd, plegd_runner_free);
+
+    plegd = plegd_runner_spawn(NULL, "--metrics-bind-address=127.0.0.1:0",
+                               "--container-runtime-endpoint=unix:///nonexistent/cri.sock",
+                               "--plugin-dir=", arg, bad_overridden[_i].flag);
+    overridden = first_error_line(plegd);
+    ck_assert_str_eq(overridden, alone);
+}
+END_TEST
 
 /* GKeyFile reads a line up to a NUL byte and drops the rest of it: a file with one is refused,
  * naming the line.  Each '^' below is written as a NUL byte; the settings before it are harmless,
@@ -1115,6 +1156,7 @@ plegd_suite(void)
     tcase_add_test(tc, test_config_file_flags_win);
     tcase_add_test(tc, test_feature_gates_repeated);
     tcase_add_loop_test(tc, test_config_file_bad, 0, G_N_ELEMENTS(bad_configs));
+    tcase_add_loop_test(tc, test_config_file_bad_overridden, 0, G_N_ELEMENTS(bad_overridden));
     tcase_add_loop_test(tc, test_config_nul_byte, 0, G_N_ELEMENTS(nul_configs));
     tcase_add_test(tc, test_config_not_a_config_file);
     tcase_add_test(tc, test_config_duplicate_key);
