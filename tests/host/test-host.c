@@ -363,7 +363,6 @@ START_TEST(test_good_plugin)
     g_autofree char *sick = g_strconcat(path, ".sick", NULL);
     g_autofree char *checker = NULL;
     g_autofree char *log = NULL;
-    g_autofree char *expected = NULL;
     PlegPluginInfo *info;
 
     install_fixture(env->dir, "good");
