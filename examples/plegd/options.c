@@ -353,8 +353,28 @@ read_config(const char *path, char **ret_contents, gsize *ret_length, GError **e
     return TRUE;
 }
 
-/* Fills the settings the command line left unset from the [plegd] group of @path; @ret_key_file
- * keeps the file for its [FeatureGates] group, applied once the plugins' gates are registered. */
+/* GKeyFile reads a line only up to a NUL byte and drops the rest of it without a word: a value
+ * would be cut.  A configuration file is text: refuse any NUL, naming its line. */
+static gboolean
+check_no_nul(const char *contents, gsize length, GError **error)
+{
+    const char *nul = memchr(contents, '\0', length);
+    guint line = 1;
+
+    if (!nul)
+        return TRUE;
+    for (const char *p = contents; p < nul; p++) {
+        if (*p == '\n')
+            line++;
+    }
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "line %u has a NUL byte", line);
+    return FALSE;
+}
+
+/* Reads every setting of the [plegd] group of @path into @settings, whatever the command line
+ * sets: parse_values() checks them all, so that a bad value is an error even where a flag
+ * wins.  @ret_key_file keeps the file for its [FeatureGates] group, applied once the plugins'
+ * gates are registered. */
 static gboolean
 load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, GError **error)
 {
@@ -367,6 +387,7 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
     g_auto(GStrv) keys = NULL;
 
     if (!read_config(path, &contents, &length, &local_error) ||
+        !check_no_nul(contents, length, &local_error) ||
         !g_key_file_load_from_data(key_file, contents, length, G_KEY_FILE_NONE, &local_error)) {
         g_autofree char *why = pleg_log_text(local_error->message, -1, 1024);
 
@@ -409,8 +430,6 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
                         shown_key);
             return FALSE;
         }
-        if (settings->values[id])
-            continue; /* the command line wins */
         raw = g_key_file_get_value(key_file, CONFIG_GROUP, *key, NULL);
         if (!check_escapes(shown, *key, raw, error))
             return FALSE;
@@ -429,10 +448,12 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
 }
 
 /* The gates, in order: built-in defaults, the gates the plugins of the plugin path declare (so
- * that the next two may name them), the file's [FeatureGates], --feature-gates. */
+ * that the next two may name them), the file's [FeatureGates], each --feature-gates in the order
+ * given.  kubelet's --feature-gates is a map flag: given again, it adds to what the earlier ones
+ * set, and the last value of a gate wins. */
 static gboolean
 configure_gates(PlegFeatureGates *gates, const Settings *settings, const char *config_file,
-                GKeyFile *key_file, const char *feature_gates, GError **error)
+                GKeyFile *key_file, const char *const *feature_gates, GError **error)
 {
     g_autoptr(GError) local_error = NULL;
     g_autofree char *shown_config = pleg_log_text(config_file, -1, 1024);
@@ -457,13 +478,72 @@ configure_gates(PlegFeatureGates *gates, const Settings *settings, const char *c
                     shown_config, local_error->message);
         return FALSE;
     }
-    if (feature_gates && !pleg_feature_gates_parse(gates, feature_gates, &local_error)) {
-        /* The reason names the item at fault, escaped and cut. */
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --feature-gates: %s",
-                    local_error->message);
-        return FALSE;
+    for (const char *const *flag = feature_gates; flag && *flag; flag++) {
+        if (!pleg_feature_gates_parse(gates, *flag, &local_error)) {
+            /* The reason names the item at fault, escaped and cut. */
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid --feature-gates: %s", local_error->message);
+            return FALSE;
+        }
     }
     return TRUE;
+}
+
+/* Parses each value of @settings into @parsed on its own, a default for each that is unset; what
+ * depends on two settings is the caller's to check. */
+static gboolean
+parse_values(const Settings *settings, PlegdOptions *parsed, GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+    const char *metrics_address =
+        settings->values[SETTING_METRICS_ADDRESS] ?: DEFAULT_METRICS_BIND_ADDRESS;
+
+    if (!parse_period(settings, SETTING_TIMEOUT, DEFAULT_RUNTIME_REQUEST_TIMEOUT,
+                      &parsed->runtime_request_timeout_usec, error) ||
+        !parse_period(settings, SETTING_PERIOD, DEFAULT_RELIST_PERIOD, &parsed->relist_period_usec,
+                      error) ||
+        !parse_period(settings, SETTING_THRESHOLD, DEFAULT_RELIST_THRESHOLD,
+                      &parsed->relist_threshold_usec, error))
+        return FALSE;
+
+    if (metrics_address[0] != '\0' &&
+        !plegd_parse_bind_address(metrics_address, &parsed->metrics_address, &local_error))
+        return bad_setting(error, settings, SETTING_METRICS_ADDRESS, local_error->message);
+
+    return parse_plugin_list(settings, SETTING_DISABLE_PLUGINS, &parsed->disabled_plugins, error) &&
+           parse_plugin_list(settings, SETTING_REQUIRE_PLUGINS, &parsed->required_plugins, error) &&
+           parse_count(settings, SETTING_EVENTS_RING_SIZE, PLEGD_EVENTS_DEFAULT_RING_SIZE,
+                       PLEGD_EVENTS_MIN_RING_SIZE, PLEGD_EVENTS_MAX_RING_SIZE,
+                       &parsed->events_ring_size, error) &&
+           parse_count(settings, SETTING_EVENTS_MAX_CLIENTS, PLEGD_EVENTS_DEFAULT_MAX_CLIENTS, 1,
+                       PLEGD_EVENTS_MAX_MAX_CLIENTS, &parsed->events_max_clients, error) &&
+           parse_count(settings, SETTING_MAX_STATUS_CALLS, PLEG_DEFAULT_MAX_STATUS_CALLS_IN_FLIGHT,
+                       1, PLEGD_MAX_STATUS_CALLS_IN_FLIGHT_MAX, &parsed->max_status_calls_in_flight,
+                       error);
+}
+
+/* The host checks the endpoint it is given, and main.c names the file when it came from there.
+ * One of @file_settings that a flag of @flag_settings overrides never reaches the host: check
+ * it here, in the same words.  The client connects lazily: nothing is dialled. */
+static gboolean
+check_overridden_endpoint(const Settings *file_settings, const Settings *flag_settings,
+                          GError **error)
+{
+    g_autoptr(PlegCriClient) client = NULL;
+    g_autoptr(GError) local_error = NULL;
+    g_autofree char *shown_origin = NULL;
+
+    if (!file_settings->values[SETTING_ENDPOINT] || !flag_settings->values[SETTING_ENDPOINT])
+        return TRUE;
+    client = pleg_cri_client_new(file_settings->values[SETTING_ENDPOINT], 0, &local_error);
+    if (client)
+        return TRUE;
+    /* The reason names the endpoint. */
+    shown_origin = pleg_log_text(file_settings->origins[SETTING_ENDPOINT], -1, 1024);
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                "invalid container-runtime-endpoint in [" CONFIG_GROUP "] of %s: %s", shown_origin,
+                local_error->message);
+    return FALSE;
 }
 
 /* GOption converts text arguments from the locale's encoding and fails with a G_CONVERT_ERROR
@@ -491,7 +571,7 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
 {
     g_auto(Settings) settings = {0};
     g_autofree char *config_file = NULL;
-    g_autofree char *feature_gates = NULL;
+    g_auto(GStrv) feature_gates = NULL;
     g_autofree char *http_idle_timeout = NULL;
     g_autofree char *stdout_max_backlog = NULL;
     gboolean version = FALSE;
@@ -512,8 +592,9 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
          "Serve /metrics, /healthz and /events here; \"\" disables, port 0 picks a free port "
          "(default " DEFAULT_METRICS_BIND_ADDRESS ")",
          "IP:PORT"},
-        {"feature-gates", 0, 0, G_OPTION_ARG_STRING, &feature_gates,
-         "Feature gates, e.g. EventedPLEG=true", "NAME=BOOL,..."},
+        {"feature-gates", 0, 0, G_OPTION_ARG_STRING_ARRAY, &feature_gates,
+         "Feature gates, e.g. EventedPLEG=true; given again, adds to the gates set before",
+         "NAME=BOOL,..."},
         {"plugin-dir", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_PLUGIN_DIR],
          "Load plugins from DIR (several: DIR1:DIR2, searched in order); \"\" loads none (default: libpleg's plugin directory)", "DIR"},
         {"disable-plugins", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_DISABLE_PLUGINS],
@@ -546,9 +627,7 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
     g_autoptr(GOptionContext) context = g_option_context_new(NULL);
     g_autoptr(PlegFeatureGates) gates = pleg_feature_gates_new();
     g_autoptr(GKeyFile) config_key_file = NULL;
-    g_autoptr(GInetSocketAddress) address = NULL;
     g_autoptr(GError) local_error = NULL;
-    const char *metrics_address;
     g_auto(PlegdOptions) parsed = {0};
 
     g_option_context_set_summary(
@@ -559,8 +638,9 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
         "--config FILE is a key file: its [plegd] group takes the long options above without "
         "their\ndashes (e.g. relist-period=500ms, disable-plugins=evented), its [FeatureGates] "
         "group\nName=true|false lines.  The command line wins over the file; --feature-gates is "
-        "applied\nafter [FeatureGates].  Gates that plugins declare in their .plugin files (in "
-        "the\nplugin directory) can be set like the built-in ones.\n"
+        "applied\nafter [FeatureGates], each one in the order given (the last value of a gate "
+        "wins).  Gates\nthat plugins declare in their .plugin files (in the plugin directory) "
+        "can be set like the\nbuilt-in ones.\n"
         "Logs go to stderr; G_MESSAGES_DEBUG=plegd,pleg shows debug logs.\n"
         "Durations use Go syntax: 500ms, 1s, 3m, 1h30m.");
     g_option_context_add_main_entries(context, entries, NULL);
@@ -585,17 +665,29 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
         return TRUE;
     }
 
-    if (config_file && !load_config_file(config_file, &settings, &config_key_file, error))
-        return FALSE;
-    if (!configure_gates(gates, &settings, config_file, config_key_file, feature_gates, error))
+    if (config_file) {
+        g_auto(Settings) file_settings = {0};
+        g_auto(PlegdOptions) file_options = {0};
+
+        /* Each value of the file is checked, also where a flag wins over it, as kubelet decodes
+         * its whole config file before the flags apply; what depends on two settings is
+         * checked once the flags won. */
+        if (!load_config_file(config_file, &file_settings, &config_key_file, error) ||
+            !parse_values(&file_settings, &file_options, error) ||
+            !check_overridden_endpoint(&file_settings, &settings, error))
+            return FALSE;
+        for (int id = 0; id < N_SETTINGS; id++) {
+            if (settings.values[id])
+                continue; /* the command line wins */
+            settings.values[id] = g_steal_pointer(&file_settings.values[id]);
+            settings.origins[id] = file_settings.origins[id];
+        }
+    }
+    if (!configure_gates(gates, &settings, config_file, config_key_file,
+                         (const char *const *)feature_gates, error))
         return FALSE;
 
-    if (!parse_period(&settings, SETTING_TIMEOUT, DEFAULT_RUNTIME_REQUEST_TIMEOUT,
-                      &parsed.runtime_request_timeout_usec, error) ||
-        !parse_period(&settings, SETTING_PERIOD, DEFAULT_RELIST_PERIOD,
-                      &parsed.relist_period_usec, error) ||
-        !parse_period(&settings, SETTING_THRESHOLD, DEFAULT_RELIST_THRESHOLD,
-                      &parsed.relist_threshold_usec, error))
+    if (!parse_values(&settings, &parsed, error))
         return FALSE;
     /* A threshold shorter than the period would report a healthy PLEG unhealthy between relists. */
     if (parsed.relist_threshold_usec < parsed.relist_period_usec) {
@@ -607,15 +699,6 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
         return bad_setting(error, &settings, SETTING_THRESHOLD,
                            "must not be shorter than --relist-period");
     }
-
-    metrics_address = settings.values[SETTING_METRICS_ADDRESS] ?: DEFAULT_METRICS_BIND_ADDRESS;
-    if (metrics_address[0] != '\0' &&
-        !plegd_parse_bind_address(metrics_address, &address, &local_error))
-        return bad_setting(error, &settings, SETTING_METRICS_ADDRESS, local_error->message);
-
-    if (!parse_plugin_list(&settings, SETTING_DISABLE_PLUGINS, &parsed.disabled_plugins, error) ||
-        !parse_plugin_list(&settings, SETTING_REQUIRE_PLUGINS, &parsed.required_plugins, error))
-        return FALSE;
     for (char **name = parsed.required_plugins; name && *name; name++) {
         if (parsed.disabled_plugins &&
             g_strv_contains((const char *const *)parsed.disabled_plugins, *name)) {
@@ -625,16 +708,6 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
             return bad_setting(error, &settings, SETTING_REQUIRE_PLUGINS, why);
         }
     }
-
-    if (!parse_count(&settings, SETTING_EVENTS_RING_SIZE, PLEGD_EVENTS_DEFAULT_RING_SIZE,
-                     PLEGD_EVENTS_MIN_RING_SIZE, PLEGD_EVENTS_MAX_RING_SIZE,
-                     &parsed.events_ring_size, error) ||
-        !parse_count(&settings, SETTING_EVENTS_MAX_CLIENTS, PLEGD_EVENTS_DEFAULT_MAX_CLIENTS, 1,
-                     PLEGD_EVENTS_MAX_MAX_CLIENTS, &parsed.events_max_clients, error) ||
-        !parse_count(&settings, SETTING_MAX_STATUS_CALLS, PLEG_DEFAULT_MAX_STATUS_CALLS_IN_FLIGHT,
-                     1, PLEGD_MAX_STATUS_CALLS_IN_FLIGHT_MAX, &parsed.max_status_calls_in_flight,
-                     error))
-        return FALSE;
 
     if (http_idle_timeout &&
         (!pleg_duration_parse(http_idle_timeout, &parsed.http_idle_timeout_usec, &local_error) ||
@@ -662,7 +735,6 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
     if (settings.origins[SETTING_PLUGIN_DIR])
         parsed.plugin_dir_origin =
             g_strdup_printf("plugin-dir in [" CONFIG_GROUP "] of %s", settings.origins[SETTING_PLUGIN_DIR]);
-    parsed.metrics_address = g_steal_pointer(&address);
     parsed.feature_gates = g_steal_pointer(&gates);
     *ret_options = parsed;
     memset(&parsed, 0, sizeof parsed);

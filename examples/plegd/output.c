@@ -502,20 +502,26 @@ plegd_output_write_bytes(PlegdOutput *output, GBytes *line, GError **error)
 gsize
 plegd_output_get_backlog(PlegdOutput *output)
 {
-    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&output->lock);
+    gsize backlog;
 
-    return output->backlog;
+    g_mutex_lock(&output->lock);
+    backlog = output->backlog;
+    g_mutex_unlock(&output->lock);
+    return backlog;
 }
 
 gboolean
 plegd_output_flush(PlegdOutput *output, gint64 timeout_usec)
 {
-    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&output->lock);
     gint64 deadline = g_get_monotonic_time() + timeout_usec;
+    gboolean flushed;
 
+    g_mutex_lock(&output->lock);
     while (output->backlog > 0 && !output->error) {
         if (!g_cond_wait_until(&output->cond, &output->lock, deadline))
             break;
     }
-    return output->backlog == 0 && !output->error;
+    flushed = output->backlog == 0 && !output->error;
+    g_mutex_unlock(&output->lock);
+    return flushed;
 }

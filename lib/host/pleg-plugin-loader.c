@@ -210,6 +210,50 @@ pleg_load_trusted_key_file(GKeyFile *key_file, const char *path, GError **error)
     return TRUE;
 }
 
+/* The keys of [Plugin]: those read below, and Description, which doc/plugins.md documents for
+ * people. */
+static const char *const plugin_keys[] = {"Name", "Module", "FeatureGate", "Description", NULL};
+
+/* An unknown key of [Plugin] is most likely a typo ("FeatureGtae=") that silently changes what
+ * the host does with the plugin; it may also be a key of a newer libpleg.  Either way the file
+ * still says what this loader needs: warn at message level, as an operator's warning (journald
+ * priority 4; GLib's WARNING level means a bug), naming the file and the key.  A localized key,
+ * Key[locale], counts as its Key. */
+static void
+warn_unknown_keys(const PluginEntry *entry, GKeyFile *key_file)
+{
+    g_auto(GStrv) keys = g_key_file_get_keys(key_file, PLUGIN_GROUP, NULL, NULL);
+
+    for (guint i = 0; keys && keys[i]; i++) {
+        g_autofree char *key = g_strndup(keys[i], strcspn(keys[i], "["));
+        g_autofree char *shown_file = NULL;
+        g_autofree char *shown_key = NULL;
+        g_autofree char *known = NULL;
+        g_autofree char *message = NULL;
+        gboolean seen = FALSE;
+        GLogField fields[3];
+
+        if (g_strv_contains(plugin_keys, key))
+            continue;
+        /* GKeyFile lists a key once for each line that sets it. */
+        for (guint j = 0; j < i && !seen; j++)
+            seen = g_str_equal(keys[j], keys[i]);
+        if (seen)
+            continue;
+
+        shown_file = pleg_log_text(entry->plugin_file, -1, 4096);
+        shown_key = pleg_log_text(keys[i], -1, 0);
+        known = g_strjoinv(", ", (char **)plugin_keys);
+        message = g_strdup_printf("warning: %s: unknown key %s in [" PLUGIN_GROUP "] (known: %s), "
+                                  "ignoring",
+                                  shown_file, shown_key, known);
+        fields[0] = (GLogField){"GLIB_DOMAIN", G_LOG_DOMAIN, -1};
+        fields[1] = (GLogField){"PRIORITY", "4", -1};
+        fields[2] = (GLogField){"MESSAGE", message, -1};
+        g_log_structured_array(G_LOG_LEVEL_MESSAGE, fields, G_N_ELEMENTS(fields));
+    }
+}
+
 /* Reads the .plugin file: name, module path, gate.  FALSE when the entry failed. */
 static gboolean
 read_plugin_file(PlegHost *self, PluginEntry *entry)
@@ -224,6 +268,7 @@ read_plugin_file(PlegHost *self, PluginEntry *entry)
         pleg_plugin_entry_fail(entry, local_error->code, "%s", local_error->message);
         return FALSE;
     }
+    warn_unknown_keys(entry, key_file);
 
     name = g_key_file_get_string(key_file, PLUGIN_GROUP, "Name", NULL);
     if (!name) {

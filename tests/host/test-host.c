@@ -54,6 +54,20 @@ find_record(GPtrArray *records, const char *domain, const char *message)
     return found;
 }
 
+/* How many of @records are @message of @domain. */
+static guint
+count_records(GPtrArray *records, const char *domain, const char *message)
+{
+    g_autofree char *record = g_strdup_printf("%s\t%s", domain, message);
+    guint n = 0;
+
+    g_mutex_lock(&log_lock);
+    for (guint i = 0; i < records->len; i++)
+        n += g_str_equal(g_ptr_array_index(records, i), record);
+    g_mutex_unlock(&log_lock);
+    return n;
+}
+
 /* Logged above debug level. */
 static gboolean
 logged(const char *domain, const char *message)
@@ -349,7 +363,6 @@ START_TEST(test_good_plugin)
     g_autofree char *sick = g_strconcat(path, ".sick", NULL);
     g_autofree char *checker = NULL;
     g_autofree char *log = NULL;
-    g_autofree char *expected = NULL;
     PlegPluginInfo *info;
 
     install_fixture(env->dir, "good");
@@ -679,6 +692,49 @@ START_TEST(test_broken_plugin)
     else
         ck_assert_msg(log == NULL, "module code ran: %s", log);
 
+    assert_host_runs(env);
+}
+END_TEST
+
+/* An unknown key of [Plugin] is a warning above debug level, naming the file and the key
+ * (escaped), once per key; the plugin loads as it would without it.  Localized keys are
+ * translations of known ones, not unknown keys. */
+START_TEST(test_unknown_plugin_key)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *file = NULL;
+    g_autofree char *typo = NULL;
+    g_autofree char *escaped = NULL;
+    guint n_unknown = 0;
+
+    install_fixture(env->dir, "good");
+    write_plugin_file(env->dir, "good.plugin",
+                      "[Plugin]\nName=good\nModule=libfixture-good.so\nFeatureGate=EventedPLEG\n"
+                      "Description=loader test fixture\nDescription[de]=Testmodul\n"
+                      "Name[de]=gut\nFeatureGtae=EventedPLEG\nFeatureGtae=SystemdWatchdog\n"
+                      "K\aey=1\n");
+    env_start(env);
+    ck_assert_int_eq(find_info(env->host, "good")->state, PLEG_PLUGIN_STATE_RUNNING);
+
+    file = g_build_filename(env->dir, "good.plugin", NULL);
+    typo = g_strdup_printf("warning: %s: unknown key FeatureGtae in [Plugin] (known: Name, Module, "
+                           "FeatureGate, Description), ignoring",
+                           file);
+    escaped = g_strdup_printf("warning: %s: unknown key K\\x07ey in [Plugin] (known: Name, "
+                              "Module, FeatureGate, Description), ignoring",
+                              file);
+    /* Once for the two lines that set FeatureGtae, and nothing about the other keys. */
+    ck_assert_msg(logged("pleg", typo), "not logged above debug: %s", typo);
+    ck_assert_uint_eq(count_records(log_records, "pleg", typo), 1);
+    ck_assert_msg(logged("pleg", escaped), "not logged above debug: %s", escaped);
+    g_mutex_lock(&log_lock);
+    for (guint i = 0; i < log_records->len; i++) {
+        const char *record = g_ptr_array_index(log_records, i);
+
+        n_unknown += strstr(record, ": unknown key ") != NULL;
+    }
+    g_mutex_unlock(&log_lock);
+    ck_assert_uint_eq(n_unknown, 2);
     assert_host_runs(env);
 }
 END_TEST
@@ -1698,6 +1754,7 @@ host_suite(void)
     tcase_add_loop_test(tc, test_broken_plugin, 0, G_N_ELEMENTS(broken));
     tcase_add_test(tc, test_wrong_owner);
     tcase_add_test(tc, test_untrusted_plugin_file);
+    tcase_add_test(tc, test_unknown_plugin_key);
     tcase_add_loop_test(tc, test_required_plugin, 0, G_N_ELEMENTS(required_cases));
     tcase_add_test(tc, test_disabled_by_gate);
     tcase_add_test(tc, test_disabled_by_name);

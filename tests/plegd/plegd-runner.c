@@ -238,33 +238,43 @@ plegd_runner_get_rss_kib(PlegdRunner *runner)
     return kib;
 }
 
+static char *
+copy_text(PlegdRunner *runner, GString *text)
+{
+    char *copy;
+
+    g_mutex_lock(&runner->lock);
+    copy = g_strdup(text->str);
+    g_mutex_unlock(&runner->lock);
+    return copy;
+}
+
 char *
 plegd_runner_get_stderr(PlegdRunner *runner)
 {
-    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&runner->lock);
-
-    return g_strdup(runner->err->str);
+    return copy_text(runner, runner->err);
 }
 
 char *
 plegd_runner_get_stdout(PlegdRunner *runner)
 {
-    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&runner->lock);
-
-    return g_strdup(runner->out->str);
+    return copy_text(runner, runner->out);
 }
 
 static gboolean
 wait_text(PlegdRunner *runner, GString *text, gboolean *eof, const char *needle)
 {
-    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&runner->lock);
     gint64 deadline = deadline_usec();
+    gboolean found;
 
-    while (!strstr(text->str, needle)) {
-        if (*eof || !g_cond_wait_until(&runner->cond, &runner->lock, deadline))
-            return strstr(text->str, needle) != NULL;
+    g_mutex_lock(&runner->lock);
+    while (!strstr(text->str, needle) && !*eof) {
+        if (!g_cond_wait_until(&runner->cond, &runner->lock, deadline))
+            break;
     }
-    return TRUE;
+    found = strstr(text->str, needle) != NULL;
+    g_mutex_unlock(&runner->lock);
+    return found;
 }
 
 gboolean

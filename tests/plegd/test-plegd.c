@@ -508,6 +508,43 @@ START_TEST(test_config_file_flags_win)
 }
 END_TEST
 
+/* --feature-gates given twice merges, as kubelet's map flag does: each flag is applied in turn
+ * after [FeatureGates], so a gate keeps the value of the last flag that names it, or else the
+ * file's. */
+START_TEST(test_feature_gates_repeated)
+{
+    g_autofree char *contents = NULL;
+    g_autofree char *arg = NULL;
+    g_autofree char *plugin_dir_arg = g_strconcat("--plugin-dir=", cfg.plugin_dir, NULL);
+    g_autoptr(PlegdRunner) plegd = NULL;
+
+    add_broken_plugin(cfg.plugin_dir, "evented-gated", "EventedPLEG");
+    add_broken_plugin(cfg.plugin_dir, "diagnostics-gated", "KubeletWatchdogDiagnostics");
+    add_broken_plugin(cfg.plugin_dir, "streaming-gated", "CRIListStreaming");
+    add_broken_plugin(cfg.plugin_dir, "watchdog-gated", "SystemdWatchdog");
+    contents = g_strdup_printf("[plegd]\n"
+                               "container-runtime-endpoint=%s\n"
+                               "metrics-bind-address=\n"
+                               "[FeatureGates]\n"
+                               "EventedPLEG=false\n"
+                               "CRIListStreaming=true\n",
+                               cfg.endpoint);
+    arg = config_arg(contents);
+    plegd = plegd_runner_spawn(NULL, arg, plugin_dir_arg,
+                               "--feature-gates=EventedPLEG=true,KubeletWatchdogDiagnostics=false",
+                               "--feature-gates=KubeletWatchdogDiagnostics=true",
+                               "--feature-gates=SystemdWatchdog=false");
+
+    /* A gate that is on makes the loader open the (broken) module. */
+    assert_stderr_shows(plegd, "plugin evented-gated: failed: ");
+    assert_stderr_shows(plegd, "plugin diagnostics-gated: failed: ");
+    assert_stderr_shows(plegd, "plugin streaming-gated: failed: ");
+    assert_stderr_shows(plegd,
+                        "plugin watchdog-gated: disabled (feature gate SystemdWatchdog off)");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
 static const struct {
     const char *contents;
     const char *needle; /* the message names this (and the file) */
@@ -551,6 +588,99 @@ START_TEST(test_config_file_bad)
     ck_assert_msg(strstr(err, cfg.config_path), "%s: message does not name the file:\n%s",
                   bad_configs[_i].contents, err);
     ck_assert_str_eq(out, "");
+}
+END_TEST
+
+/* A bad value in the file is an error even when a flag sets the same setting, with the message
+ * it has without the flag. */
+static const struct {
+    const char *contents;
+    const char *flag; /* sets what the file sets, validly */
+} bad_overridden[] = {
+    {"[plegd]\nrelist-period=5parsecs\n", "--relist-period=1s"},
+    {"[plegd]\nruntime-request-timeout=0\n", "--runtime-request-timeout=2m"},
+    {"[plegd]\nrelist-threshold=999ns\n", "--relist-threshold=3m"},
+    {"[plegd]\nmetrics-bind-address=localhost:1\n", "--metrics-bind-address=127.0.0.1:0"},
+    {"[plegd]\ncontainer-runtime-endpoint=tcp://127.0.0.1:1\n",
+     "--container-runtime-endpoint=unix:///nonexistent/cri.sock"},
+    {"[plegd]\ndisable-plugins=Bad_Name\n", "--disable-plugins="},
+    {"[plegd]\nrequire-plugins=a b\n", "--require-plugins="},
+    {"[plegd]\nevents-ring-size=999\n", "--events-ring-size=1000"},
+    {"[plegd]\nevents-max-clients=lots\n", "--events-max-clients=1"},
+    {"[plegd]\nmax-status-calls-in-flight=0\n", "--max-status-calls-in-flight=64"},
+    {"[plegd]\nrelist-period=1\\q\n", "--relist-period=1s"},
+};
+
+/* The first line of what @plegd printed when it exited with status 2. */
+static char *
+first_error_line(PlegdRunner *plegd)
+{
+    g_autofree char *err = NULL;
+    g_autofree char *out = NULL;
+
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 2);
+    err = plegd_runner_get_stderr(plegd);
+    out = plegd_runner_get_stdout(plegd);
+    ck_assert_str_eq(out, "");
+    return g_strndup(err, strcspn(err, "\n"));
+}
+
+START_TEST(test_config_file_bad_overridden)
+{
+    g_autofree char *arg = config_arg(bad_overridden[_i].contents);
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *alone = NULL;
+    g_autofree char *overridden = NULL;
+
+    /* The other settings harmless, so that a bad value wrongly accepted starts nothing. */
+    plegd = plegd_runner_spawn(NULL, arg);
+    alone = first_error_line(plegd);
+    ck_assert_msg(strstr(alone, cfg.config_path), "%s", alone);
+    g_clear_pointer(&plegd, plegd_runner_free);
+
+    plegd = plegd_runner_spawn(NULL, "--metrics-bind-address=127.0.0.1:0",
+                               "--container-runtime-endpoint=unix:///nonexistent/cri.sock",
+                               "--plugin-dir=", arg, bad_overridden[_i].flag);
+    overridden = first_error_line(plegd);
+    ck_assert_str_eq(overridden, alone);
+}
+END_TEST
+
+/* GKeyFile reads a line up to a NUL byte and drops the rest of it: a file with one is refused,
+ * naming the line.  Each '^' below is written as a NUL byte; the settings before it are harmless,
+ * so that a file wrongly accepted starts nothing. */
+#define HARMLESS_CONFIG                                                                            \
+    "[plegd]\nmetrics-bind-address=127.0.0.1:0\n"                                                  \
+    "container-runtime-endpoint=unix:///nonexistent/cri.sock\nplugin-dir=\n"
+
+static const struct {
+    const char *contents;
+    guint line;
+} nul_configs[] = {
+    {HARMLESS_CONFIG "relist-period=1s^ and the rest\n", 5},
+    {HARMLESS_CONFIG "relist-period=1s\n# a comment ^\n", 6},
+    {HARMLESS_CONFIG "[FeatureGates]\nEventedPLEG=true^\n", 6},
+    {HARMLESS_CONFIG "relist-period=1s\n^", 6},
+    {"^" HARMLESS_CONFIG, 1},
+};
+
+START_TEST(test_config_nul_byte)
+{
+    g_autofree char *path = g_build_filename(cfg.dir, "nul.conf", NULL);
+    g_autofree char *arg = g_strconcat("--config=", path, NULL);
+    g_autofree char *contents = g_strdup(nul_configs[_i].contents);
+    gsize length = strlen(contents);
+    g_autofree char *want = NULL;
+    g_autofree char *line = NULL;
+    g_autoptr(PlegdRunner) plegd = NULL;
+
+    g_strdelimit(contents, "^", '\0');
+    ck_assert(g_file_set_contents(path, contents, length, NULL));
+    plegd = plegd_runner_spawn(NULL, arg);
+    line = first_error_line(plegd);
+    want = g_strdup_printf("plegd: invalid --config \"%s\": line %u has a NUL byte", path,
+                           nul_configs[_i].line);
+    ck_assert_str_eq(line, want);
 }
 END_TEST
 
@@ -1024,7 +1154,10 @@ plegd_suite(void)
     tcase_add_test(tc, test_config_file);
     tcase_add_test(tc, test_config_file_declared_gate);
     tcase_add_test(tc, test_config_file_flags_win);
+    tcase_add_test(tc, test_feature_gates_repeated);
     tcase_add_loop_test(tc, test_config_file_bad, 0, G_N_ELEMENTS(bad_configs));
+    tcase_add_loop_test(tc, test_config_file_bad_overridden, 0, G_N_ELEMENTS(bad_overridden));
+    tcase_add_loop_test(tc, test_config_nul_byte, 0, G_N_ELEMENTS(nul_configs));
     tcase_add_test(tc, test_config_not_a_config_file);
     tcase_add_test(tc, test_config_duplicate_key);
     tcase_add_test(tc, test_config_no_duplicate_no_warning);
