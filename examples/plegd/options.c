@@ -524,19 +524,17 @@ parse_values(const Settings *settings, PlegdOptions *parsed, GError **error)
 
 /* The host checks the endpoint it is given, and main.c names the file when it came from there.
  * One of @file_settings that a flag of @flag_settings overrides never reaches the host: check
- * it here, in the same words.  The client connects lazily: nothing is dialled. */
+ * it here, in the same words, with libpleg's own check (no gRPC). */
 static gboolean
 check_overridden_endpoint(const Settings *file_settings, const Settings *flag_settings,
                           GError **error)
 {
-    g_autoptr(PlegCriClient) client = NULL;
     g_autoptr(GError) local_error = NULL;
     g_autofree char *shown_origin = NULL;
 
     if (!file_settings->values[SETTING_ENDPOINT] || !flag_settings->values[SETTING_ENDPOINT])
         return TRUE;
-    client = pleg_cri_client_new(file_settings->values[SETTING_ENDPOINT], 0, &local_error);
-    if (client)
+    if (pleg_cri_endpoint_check(file_settings->values[SETTING_ENDPOINT], &local_error))
         return TRUE;
     /* The reason names the endpoint. */
     shown_origin = pleg_log_text(file_settings->origins[SETTING_ENDPOINT], -1, 1024);

@@ -127,6 +127,15 @@ call_listing(PlegCriClient *client, const char *method, const ProtobufCMessage *
 }
 
 gboolean
+pleg_cri_endpoint_check(const char *endpoint, GError **error)
+{
+    g_autofree char *target = NULL;
+
+    g_return_val_if_fail(endpoint != NULL, FALSE);
+    return cri_endpoint_parse(endpoint, &target, error);
+}
+
+gboolean
 pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name, char **ret_runtime_version,
                         GCancellable *cancellable, GError **error)
 {

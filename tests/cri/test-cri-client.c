@@ -109,10 +109,15 @@ START_TEST(test_endpoint_invalid)
         g_autoptr(PlegCriClient) client = pleg_cri_client_new(invalid[i], 0, &error);
         g_autofree char *quoted = g_strdup_printf("\"%s\"", invalid[i]);
 
+        g_autoptr(GError) check_error = NULL;
+
         ck_assert_msg(client == NULL, "endpoint \"%s\" was accepted", invalid[i]);
         ck_assert(g_error_matches(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INVALID_ARGUMENT));
         ck_assert_msg(strstr(error->message, quoted), "\"%s\" does not name %s", error->message,
                       quoted);
+        /* The check without a client says the same. */
+        ck_assert(!pleg_cri_endpoint_check(invalid[i], &check_error));
+        ck_assert_str_eq(check_error->message, error->message);
     }
 }
 END_TEST
@@ -132,6 +137,7 @@ START_TEST(test_endpoint_forms)
 
         ck_assert(cri_endpoint_parse(forms[i], &target, &error));
         ck_assert_str_eq(target, "unix:/run/pleg-test/cri.sock");
+        ck_assert(pleg_cri_endpoint_check(forms[i], &error));
 
         /* Lazy: nothing listens there and creating the client still succeeds. */
         client = pleg_cri_client_new(forms[i], 0, &error);

@@ -62,6 +62,22 @@ typedef enum {
 typedef struct _PlegCriClient PlegCriClient;
 
 /**
+ * pleg_cri_endpoint_check:
+ * @endpoint: a CRI endpoint as pleg_cri_client_new() takes it.
+ * @error: return location for a %PLEG_CRI_ERROR_INVALID_ARGUMENT naming @endpoint (escaped)
+ *   when it is not a unix socket endpoint with an absolute path.
+ *
+ * Checks @endpoint as pleg_cri_client_new() would, without gRPC: for a configuration that is
+ * read before it is used, or whose value is overridden (kubelet's
+ * `--container-runtime-endpoint` and its config file's `containerRuntimeEndpoint`).
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Returns: whether pleg_cri_client_new() would accept @endpoint.
+ */
+gboolean pleg_cri_endpoint_check(const char *endpoint, GError **error);
+
+/**
  * pleg_cri_client_new:
  * @endpoint: CRI endpoint: `unix:///path`, `unix:/path` or a bare absolute path.
  * @timeout_usec: per-call deadline in microseconds (kubelet's --runtime-request-timeout);
