@@ -501,7 +501,7 @@ parse_query(const char *query, gboolean *ret_has_since, guint64 *ret_since, char
 gboolean
 plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
 {
-    const char *query = g_uri_get_query(soup_server_message_get_uri(msg));
+    g_autofree char *path = NULL, *query = NULL;
     g_autoptr(GError) error = NULL;
     SoupMessageHeaders *headers = soup_server_message_get_response_headers(msg);
     gboolean head = g_str_equal(soup_server_message_get_method(msg), SOUP_METHOD_HEAD);
@@ -510,6 +510,7 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
     guint64 since = 0;
     Subscriber *sub;
 
+    plegd_http_get_target(msg, &path, &query);
     soup_message_headers_replace(headers, "Plegd-Instance", events->instance);
     if (!parse_query(query, &has_since, &since, &instance, &error)) {
         respond(msg, SOUP_STATUS_BAD_REQUEST, TEXT_CONTENT_TYPE,

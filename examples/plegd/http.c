@@ -526,6 +526,7 @@ typedef struct {
     gulong disconnected_id;
     gboolean gone; /* the client went away meanwhile */
     gboolean verbose;
+    gboolean as_healthz; /* asked as /healthz, the alias of /livez */
 } HealthWaiter;
 
 typedef struct _HealthRound {
@@ -617,11 +618,8 @@ health_round_done(gpointer data)
 
         if (!round->http || waiter->gone)
             continue;
-        /* The endpoint's name as asked: "healthz" is the alias of "livez". */
         health_answer(waiter->msg, results, round->kind,
-                      g_str_equal(g_uri_get_path(soup_server_message_get_uri(waiter->msg)), "/healthz")
-                          ? "healthz"
-                          : health_answers[round->kind].endpoint,
+                      waiter->as_healthz ? "healthz" : health_answers[round->kind].endpoint,
                       waiter->verbose);
         soup_server_message_unpause(waiter->msg);
     }
@@ -644,10 +642,13 @@ health_round_thread(gpointer data)
 static void
 handle_health(PlegdHttp *http, SoupServerMessage *msg, PlegHealthKind kind)
 {
-    const char *query = g_uri_get_query(soup_server_message_get_uri(msg));
+    g_autofree char *path = NULL, *query = NULL;
     HealthRound *round = http->rounds[kind];
     HealthWaiter *waiter = g_new0(HealthWaiter, 1);
 
+    plegd_http_get_target(msg, &path, &query);
+    /* The endpoint's name as asked: "healthz" is the alias of "livez". */
+    waiter->as_healthz = g_str_equal(path, "/healthz");
     if (query) {
         g_auto(GStrv) params = g_strsplit(query, "&", -1);
 
@@ -700,6 +701,18 @@ handle_events(PlegdHttp *http, SoupServerMessage *msg)
     }
 }
 
+void
+plegd_http_get_target(SoupServerMessage *msg, char **ret_path, char **ret_query)
+{
+    GUri *uri = soup_server_message_get_uri(msg);
+    const char *path = g_uri_get_path(uri);
+    const char *query = g_uri_get_query(uri);
+    const char *mark = query ? NULL : strchr(path, '?');
+
+    *ret_path = mark ? g_strndup(path, (gsize)(mark - path)) : g_strdup(path);
+    *ret_query = mark ? g_strdup(mark + 1) : g_strdup(query);
+}
+
 typedef void (*RouteFunc)(PlegdHttp *http, SoupServerMessage *msg);
 
 static RouteFunc
@@ -719,6 +732,15 @@ lookup_route(PlegdHttp *http, const char *path)
 }
 
 static gboolean
+route_exists(PlegdHttp *http, SoupServerMessage *msg)
+{
+    g_autofree char *path = NULL, *query = NULL;
+
+    plegd_http_get_target(msg, &path, &query);
+    return lookup_route(http, path) != NULL;
+}
+
+static gboolean
 is_allowed(const char *method)
 {
     return g_str_equal(method, SOUP_METHOD_GET) || g_str_equal(method, SOUP_METHOD_HEAD);
@@ -730,9 +752,11 @@ handle_request(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
 {
     PlegdHttp *http = user_data;
     const char *method = soup_server_message_get_method(msg);
+    g_autofree char *asked = NULL, *query_text = NULL;
     RouteFunc handler;
 
-    handler = lookup_route(http, path);
+    plegd_http_get_target(msg, &asked, &query_text);
+    handler = lookup_route(http, asked);
     if (!handler) {
         respond(msg, SOUP_STATUS_NOT_FOUND, TEXT_CONTENT_TYPE, g_strdup("404 page not found\n"));
         return;
@@ -798,7 +822,7 @@ handle_early(SoupServer *server, SoupServerMessage *msg, const char *path, GHash
      * stream of it (found by the http-request fuzz target): refuse it before any body is read. */
     if (soup_message_headers_get_encoding(headers) == SOUP_ENCODING_CONTENT_LENGTH && length < 0)
         status = SOUP_STATUS_BAD_REQUEST;
-    else if (!lookup_route(http, path))
+    else if (!route_exists(http, msg))
         status = SOUP_STATUS_NOT_FOUND;
     else if (!is_allowed(soup_server_message_get_method(msg)))
         status = SOUP_STATUS_METHOD_NOT_ALLOWED;

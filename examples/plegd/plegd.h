@@ -205,6 +205,17 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdHttp, plegd_http_free)
 void plegd_http_set_idle_timeout(PlegdHttp *http, gint64 timeout_usec);
 
 /**
+ * plegd_http_get_target:
+ * @ret_path: (out) (transfer full): the path the client asked for ("/healthz").
+ * @ret_query: (out) (transfer full) (nullable): its query, %NULL when none.
+ *
+ * What @msg asked for.  libsoup 3.2 builds the URI of an HTTP/1.0 request without a Host header
+ * from the whole request target, so its path keeps the query ("/healthz?verbose"); it is split
+ * off again here, so every route and parameter reads the same with or without a Host.
+ */
+void plegd_http_get_target(SoupServerMessage *msg, char **ret_path, char **ret_query);
+
+/**
  * plegd_http_listen:
  * @ret_url: (out) (transfer full) (optional): "http://HOST:PORT" with the port actually bound.
  *

@@ -401,6 +401,54 @@ START_TEST(test_small_bodies_still_served)
 }
 END_TEST
 
+/* ---- the request target ---- */
+
+/* The whole answer to @request on a new connection (HTTP/1.0: the server closes it). */
+static char *
+answer_of(const char *request)
+{
+    g_autoptr(GSocket) socket = open_connection(TRUE);
+    g_autoptr(GString) text = g_string_new(NULL);
+
+    send_text(socket, request);
+    for (;;) {
+        g_autoptr(GError) error = NULL;
+        char buffer[4096];
+        gssize n = g_socket_receive(socket, buffer, sizeof buffer, NULL, &error);
+
+        ck_assert_msg(n >= 0, "%s", error->message);
+        if (n == 0)
+            break;
+        g_string_append_len(text, buffer, n);
+    }
+    return g_string_free(g_steal_pointer(&text), FALSE);
+}
+
+/* HTTP/1.0 without a Host header: libsoup keeps the query in the path there, plegd splits it
+ * off, so routes and parameters read as with a Host. */
+START_TEST(test_http10_without_host)
+{
+    static const char *const requests[][2] = {
+        {"GET /healthz?verbose HTTP/1.0\r\n\r\n", "HTTP/1.0 200 "},
+        {"GET /healthz?verbose HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", "HTTP/1.0 200 "},
+        {"GET /events?since=yesterday HTTP/1.0\r\n\r\n", "HTTP/1.0 400 "},
+        {"GET /nothing?x HTTP/1.0\r\n\r\n", "HTTP/1.0 404 "},
+    };
+
+    start_plegd(NULL, 0);
+    assert_served();
+    for (gsize i = 0; i < G_N_ELEMENTS(requests); i++) {
+        g_autofree char *answer = answer_of(requests[i][0]);
+
+        ck_assert_msg(g_str_has_prefix(answer, requests[i][1]), "%s:\n%s", requests[i][0], answer);
+        if (i < 2)
+            ck_assert_msg(strstr(answer, "\n[+]pleg ok\n"), "not verbose:\n%s", answer);
+        if (i == 2)
+            ck_assert_msg(strstr(answer, "invalid since \"yesterday\""), "%s", answer);
+    }
+}
+END_TEST
+
 static Suite *
 plegd_http_suite(void)
 {
@@ -417,6 +465,11 @@ plegd_http_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_large_bodies_refused_unread);
     tcase_add_test(tc, test_small_bodies_still_served);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("target");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_http10_without_host);
     suite_add_tcase(suite, tc);
     return suite;
 }
