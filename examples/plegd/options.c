@@ -433,6 +433,8 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
         raw = g_key_file_get_value(key_file, CONFIG_GROUP, *key, NULL);
         if (!check_escapes(shown, *key, raw, error))
             return FALSE;
+        /* A key set on two lines is listed twice, with the last value both times. */
+        g_free(settings->values[id]);
         settings->values[id] = g_key_file_get_string(key_file, CONFIG_GROUP, *key, &local_error);
         if (local_error) {
             g_clear_pointer(&settings->values[id], g_free);
