@@ -487,10 +487,12 @@ parse_query(const char *query, gboolean *ret_has_since, guint64 *ret_since, char
         }
         if (!g_ascii_string_to_unsigned(value, 10, 0, G_MAXINT64, ret_since, &local_error)) {
             g_autofree char *shown_value = pleg_log_text(value, -1, 0);
+            /* GLib's reason quotes the value again, raw. */
+            g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
 
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                         "invalid since \"%s\": %s (expected the seq of the last event seen)",
-                        shown_value, local_error->message);
+                        shown_value, why);
             return FALSE;
         }
         *ret_has_since = TRUE;

@@ -84,16 +84,18 @@ bad_setting(GError **error, const Settings *settings, SettingId id, const char *
 {
     const char *origin = settings->origins[id];
     g_autofree char *value = pleg_log_text(settings->values[id], -1, 0);
+    /* A reason from GLib may quote the value again, raw ("“1\x1b[2J” is not..."). */
+    g_autofree char *shown_why = pleg_log_text(why, -1, 1024);
 
     if (origin) {
         g_autofree char *shown_origin = pleg_log_text(origin, -1, 1024);
 
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "invalid %s \"%s\" in [" CONFIG_GROUP "] of %s: %s", setting_names[id], value,
-                    shown_origin, why);
+                    shown_origin, shown_why);
     } else {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --%s \"%s\": %s",
-                    setting_names[id], value, why);
+                    setting_names[id], value, shown_why);
     }
     return FALSE;
 }
@@ -723,9 +725,10 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
         !g_ascii_string_to_unsigned(stdout_max_backlog, 10, 1, G_MAXSIZE,
                                     &parsed.stdout_max_backlog, &local_error)) {
         g_autofree char *shown = pleg_log_text(stdout_max_backlog, -1, 0);
+        g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
 
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid --stdout-max-backlog \"%s\": %s", shown, local_error->message);
+                    "invalid --stdout-max-backlog \"%s\": %s", shown, why);
         return FALSE;
     }
 

@@ -86,7 +86,7 @@ plegd_relist_monitor_new(const char *endpoint, PlegdNotifyFunc notify, gpointer 
 {
     PlegdRelistMonitor *monitor = g_new0(PlegdRelistMonitor, 1);
 
-    monitor->endpoint = g_strdup(endpoint);
+    monitor->endpoint = pleg_log_text(endpoint, -1, 0); /* as the CRI client's errors show it */
     monitor->logged_errors = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     monitor->notify = notify ? notify : notify_service_manager;
     monitor->notify_data = notify ? notify_data : monitor;

@@ -45,6 +45,7 @@ pleg_cri_error_quark(void)
 struct _CriChannel {
     gint ref_count;
     char *endpoint;
+    char *shown_endpoint; /* escaped and cut (pleg_log_text()), for messages */
     char *target;
     grpc_channel *channel;
     CriArenaPool *arena_pool;
@@ -137,7 +138,7 @@ set_status_error(GError **error, CriChannel *self, const char *method, grpc_stat
     if (error_code <= GRPC_STATUS_OK || error_code > PLEG_CRI_ERROR_UNAUTHENTICATED)
         error_code = PLEG_CRI_ERROR_UNKNOWN;
 
-    g_set_error(error, PLEG_CRI_ERROR, error_code, "%s: %s: %s", self->endpoint, method,
+    g_set_error(error, PLEG_CRI_ERROR, error_code, "%s: %s: %s", self->shown_endpoint, method,
                 text && *text ? text : status_code_name(code));
 }
 
@@ -174,6 +175,7 @@ cri_channel_new(const char *endpoint, GError **error)
     self = g_new0(CriChannel, 1);
     self->ref_count = 1;
     self->endpoint = g_strdup(endpoint);
+    self->shown_endpoint = pleg_log_text(endpoint, -1, 0);
     self->target = g_steal_pointer(&target);
     self->arena_pool = cri_arena_pool_new(CRI_ARENA_POOL_CAP_BYTES);
 
@@ -181,7 +183,7 @@ cri_channel_new(const char *endpoint, GError **error)
     self->channel = grpc_channel_create(self->target, credentials, &channel_args);
     grpc_channel_credentials_release(credentials);
 
-    g_debug("%s: created CRI channel to %s", self->endpoint, self->target);
+    g_debug("%s: created CRI channel to %s", self->shown_endpoint, self->target);
     return self;
 }
 
@@ -202,6 +204,7 @@ cri_channel_unref(CriChannel *self)
     grpc_channel_destroy(self->channel);
     cri_arena_pool_free(self->arena_pool);
     g_free(self->endpoint);
+    g_free(self->shown_endpoint);
     g_free(self->target);
     g_free(self);
 
@@ -294,7 +297,7 @@ unpack_message(CriChannel *self, const char *method, grpc_byte_buffer *buffer,
 
     if (!grpc_byte_buffer_reader_init(&reader, buffer)) {
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: cannot read the response of type %s", self->endpoint, method,
+                    "%s: %s: cannot read the response of type %s", self->shown_endpoint, method,
                     descriptor->name);
         return NULL;
     }
@@ -310,7 +313,7 @@ unpack_message(CriChannel *self, const char *method, grpc_byte_buffer *buffer,
     }
     if (!message)
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: cannot decode the response as %s", self->endpoint, method,
+                    "%s: %s: cannot decode the response as %s", self->shown_endpoint, method,
                     descriptor->name);
     return message;
 }
@@ -348,7 +351,7 @@ unpack_answer_items(CriChannel *self, const char *method, grpc_byte_buffer *buff
 
     if (!grpc_byte_buffer_reader_init(&source.reader, buffer)) {
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: cannot read the response of type %s", self->endpoint, method,
+                    "%s: %s: cannot read the response of type %s", self->shown_endpoint, method,
                     descriptor->name);
         return FALSE;
     }
@@ -359,7 +362,7 @@ unpack_answer_items(CriChannel *self, const char *method, grpc_byte_buffer *buff
     grpc_byte_buffer_reader_destroy(&source.reader);
     if (!ok)
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: cannot decode the response as %s", self->endpoint, method,
+                    "%s: %s: cannot decode the response as %s", self->shown_endpoint, method,
                     descriptor->name);
     return ok;
 }
@@ -495,7 +498,7 @@ unary_start(CriChannel *self, Unary *u, grpc_completion_queue *cq, gpr_timespec 
     call_error = grpc_call_start_batch(u->call, ops, G_N_ELEMENTS(ops), u, NULL);
     if (call_error != GRPC_CALL_OK) {
         g_set_error(&u->spec->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: cannot start the call (gRPC call error %d)", self->endpoint,
+                    "%s: %s: cannot start the call (gRPC call error %d)", self->shown_endpoint,
                     u->spec->method, (int)call_error);
         return FALSE;
     }
@@ -511,12 +514,13 @@ unary_finish(CriChannel *self, Unary *u)
     if (spec->error) {
         /* never started */
     } else if (u->io.status != GRPC_STATUS_OK) {
-        g_debug("%s: %s failed: status %d: %s", self->endpoint, spec->method, (int)u->io.status,
-                u->io.error_string ? u->io.error_string : "(no debug text)");
+        g_debug("%s: %s failed: status %d: %s", self->shown_endpoint, spec->method,
+                (int)u->io.status, u->io.error_string ? u->io.error_string : "(no debug text)");
         set_status_error(&spec->error, self, spec->method, u->io.status, u->io.details);
     } else if (!u->io.response_buffer) {
         g_set_error(&spec->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: the runtime answered without a message", self->endpoint, spec->method);
+                    "%s: %s: the runtime answered without a message", self->shown_endpoint,
+                    spec->method);
     } else if (spec->item_func) {
         unpack_answer_items(self, spec->method, u->io.response_buffer, spec->response_descriptor,
                             spec->arena, spec->item_func, spec->item_data, &spec->error);
@@ -578,7 +582,7 @@ cri_channel_call_many(CriChannel *self, CriUnaryCall *calls, guint n_calls, gint
             g_mutex_unlock(&in_flight.lock);
             if (cancelled) {
                 g_set_error(&u->spec->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_CANCELLED, "%s: %s: %s",
-                            self->endpoint, u->spec->method, "call cancelled");
+                            self->shown_endpoint, u->spec->method, "call cancelled");
                 continue;
             }
             if (!unary_start(self, u, cq, deadline)) {
@@ -693,7 +697,7 @@ cri_stream_start(CriChannel *channel, const char *method, const ProtobufCMessage
     call_error = grpc_call_start_batch(self->call, ops, G_N_ELEMENTS(ops), &self->send_tag, NULL);
     if (call_error != GRPC_CALL_OK) {
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: cannot start the stream (gRPC call error %d)", channel->endpoint,
+                    "%s: %s: cannot start the stream (gRPC call error %d)", channel->shown_endpoint,
                     method, (int)call_error);
         return NULL;
     }
@@ -704,7 +708,7 @@ cri_stream_start(CriChannel *channel, const char *method, const ProtobufCMessage
     call_error = grpc_call_start_batch(self->call, &status_op, 1, &self->status_tag, NULL);
     if (call_error != GRPC_CALL_OK) {
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: cannot start the stream (gRPC call error %d)", channel->endpoint,
+                    "%s: %s: cannot start the stream (gRPC call error %d)", channel->shown_endpoint,
                     method, (int)call_error);
         return NULL;
     }
@@ -742,7 +746,7 @@ stream_finish(CriStream *self, GError **error)
         return TRUE;
     }
 
-    g_debug("%s: %s stream failed: status %d: %s", self->channel->endpoint, self->method,
+    g_debug("%s: %s stream failed: status %d: %s", self->channel->shown_endpoint, self->method,
             (int)self->io.status,
             self->io.error_string ? self->io.error_string : "(no debug text)");
     set_status_error(&self->failure, self->channel, self->method, self->io.status,
@@ -781,8 +785,8 @@ stream_receive(CriStream *self, gboolean *ret_end, GCancellable *cancellable, GE
     call_error = grpc_call_start_batch(self->call, &op, 1, &self->recv_tag, NULL);
     if (call_error != GRPC_CALL_OK) {
         g_set_error(&self->failure, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: cannot read the stream (gRPC call error %d)", self->channel->endpoint,
-                    self->method, (int)call_error);
+                    "%s: %s: cannot read the stream (gRPC call error %d)",
+                    self->channel->shown_endpoint, self->method, (int)call_error);
         self->state = STREAM_FAILED;
         grpc_call_cancel(self->call, NULL);
         g_propagate_error(error, g_error_copy(self->failure));

@@ -6,6 +6,7 @@
 #include "pleg-config.h"
 
 #include <pleg/pleg-cri-client.h>
+#include <pleg/pleg-util.h>
 
 #include "cri-private.h"
 
@@ -457,9 +458,10 @@ runtime_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **r
 static void
 set_missing_status_error(PlegCriClient *client, const char *method, GError **error)
 {
+    g_autofree char *shown = pleg_log_text(cri_channel_get_endpoint(client->channel), -1, 0);
+
     g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                "%s: %s: the runtime answered without a status",
-                cri_channel_get_endpoint(client->channel), method);
+                "%s: %s: the runtime answered without a status", shown, method);
 }
 
 /* The request of one status query. */

@@ -914,6 +914,38 @@ START_TEST(test_control_bytes_in_flag)
 }
 END_TEST
 
+/* GLib's reason for a bad number quotes the value again: escaped too. */
+START_TEST(test_control_bytes_in_number_flag)
+{
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(NULL, "--events-ring-size=1\x1b[2J");
+    g_autofree char *err = NULL;
+
+    ck_assert_int_eq(plegd_runner_wait_exit(plegd), 2);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(!strchr(err, '\x1b'), "raw bytes in:\n%s", err);
+    ck_assert_msg(strstr(err, "--events-ring-size \"1\\x1b[2J\""), "%s", err);
+}
+END_TEST
+
+/* An endpoint is a path, and a path may hold a newline: the CRI errors that name it, which plegd
+ * logs on every failed relist, keep it on one line. */
+START_TEST(test_control_bytes_in_endpoint)
+{
+    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
+        NULL, "--metrics-bind-address=127.0.0.1:0",
+        "--plugin-dir=", "--container-runtime-endpoint=unix:///nonexistent/a\nb\x1b.sock");
+    g_autofree char *err = NULL;
+
+    assert_stderr_shows(plegd, "relist failed: ");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(!strchr(err, '\x1b') && !strstr(err, "\nb"), "raw bytes in:\n%s", err);
+    ck_assert_msg(
+        strstr(err, "relist failed: unix:///nonexistent/a\\nb\\x1b.sock: ListPodSandbox: "), "%s",
+        err);
+}
+END_TEST
+
 /* ---- --config: a key given twice ---- */
 
 START_TEST(test_config_duplicate_key)
@@ -1136,6 +1168,8 @@ plegd_suite(void)
     tcase_add_test(tc, test_version);
     tcase_add_loop_test(tc, test_bad_flag, 0, G_N_ELEMENTS(bad_args));
     tcase_add_test(tc, test_huge_plugin_flag_values);
+    tcase_add_test(tc, test_control_bytes_in_number_flag);
+    tcase_add_test(tc, test_control_bytes_in_endpoint);
     tcase_add_loop_test(tc, test_huge_flag_value, 0, G_N_ELEMENTS(huge_flags));
     tcase_add_test(tc, test_control_bytes_in_flag);
     suite_add_tcase(suite, tc);
