@@ -476,26 +476,26 @@ can_add(PlegMetric *metric, double value)
     return TRUE;
 }
 
+/* Whether @metric is of @type, the only type that allows what @what says. */
+static gboolean
+is_type(PlegMetric *metric, PlegMetricType type, const char *what)
+{
+    if (metric->type == type)
+        return TRUE;
+    g_critical("metrics: %s is a %s, only %s", metric->name, type_name(metric->type), what);
+    return FALSE;
+}
+
 static gboolean
 can_set(PlegMetric *metric)
 {
-    if (metric->type != PLEG_METRIC_GAUGE) {
-        g_critical("metrics: %s is a %s, only gauges can be set", metric->name,
-                   type_name(metric->type));
-        return FALSE;
-    }
-    return TRUE;
+    return is_type(metric, PLEG_METRIC_GAUGE, "gauges can be set");
 }
 
 static gboolean
 can_observe(PlegMetric *metric)
 {
-    if (metric->type != PLEG_METRIC_HISTOGRAM) {
-        g_critical("metrics: %s is a %s, only histograms take observations", metric->name,
-                   type_name(metric->type));
-        return FALSE;
-    }
-    return TRUE;
+    return is_type(metric, PLEG_METRIC_HISTOGRAM, "histograms take observations");
 }
 
 static void
