@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* RequestRelist's queue, pod suspension, and the dispatcher thread that serves shutdown,
  * then a due global relist, then the queued pod requests (KEP-3386, "Design Details"), all
- * that are queued in one pass. */
+ * that are queued in one pass, while the requests that arrive meanwhile are taken for the next. */
 #include "pleg-config.h"
 
 #include "pleg-generic-private.h"
@@ -46,18 +46,72 @@ relist_request_free(RelistRequest *req)
     g_free(req);
 }
 
+static void
+next_pass_pod_free(NextPassPod *pp)
+{
+    g_free(pp->pod_uid);
+    g_free(pp);
+}
+
+void
+clear_requests(PlegGeneric *pleg)
+{
+    g_queue_clear_full(&pleg->queue, (GDestroyNotify)relist_request_free);
+    g_hash_table_remove_all(pleg->next_pass);
+    g_queue_clear_full(&pleg->next_pass_order, (GDestroyNotify)next_pass_pod_free);
+}
+
+/* While a targeted pass runs, the dispatcher takes each request as it arrives into the next
+ * pass: a request of a pod already there joins it (the pass's relist of the pod starts after
+ * both), a request of another pod adds it.  So the pass after serves every pod asked for while
+ * this one ran, and the queue keeps its capacity for what cannot be taken.  The next pass holds
+ * one entry per pod, at most as many as the pods the PLEG knows (or the queue's capacity, if
+ * that is more): pending targeted work never exceeds one global relist's pods, however many
+ * requests a termination storm makes.  Outside a targeted pass (while a global relist runs, or
+ * before the dispatcher takes its queue) requests wait in the queue, counted against its
+ * capacity (KEP-3386, "Design Details").  Called with queue_lock held. */
+static gboolean
+take_for_next_pass(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource source, gint64 now)
+{
+    NextPassPod *pp;
+
+    if (!pleg->pass_running)
+        return FALSE;
+    pp = g_hash_table_lookup(pleg->next_pass, pod_uid);
+    if (!pp) {
+        guint bound =
+            MAX(pleg->config.relist_queue_capacity, (guint)g_atomic_int_get(&pleg->known_pods));
+
+        if (g_hash_table_size(pleg->next_pass) >= bound)
+            return FALSE;
+        pp = g_new0(NextPassPod, 1);
+        pp->pod_uid = g_strdup(pod_uid);
+        pp->source = source;
+        g_hash_table_insert(pleg->next_pass, pp->pod_uid, pp);
+        g_queue_push_tail(&pleg->next_pass_order, pp);
+    }
+    pp->newest_usec = now;
+    pp->n_requests[source]++;
+    return TRUE;
+}
+
 /* Called with queue_lock held. */
 static gboolean
 enqueue(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource source)
 {
+    gint64 now = g_get_monotonic_time();
     RelistRequest *req;
 
-    if (pleg->shutdown || pleg->queue.length >= pleg->config.relist_queue_capacity)
+    if (pleg->shutdown)
+        return FALSE;
+    if (take_for_next_pass(pleg, pod_uid, source, now))
+        return TRUE;
+    if (pleg->queue.length >= pleg->config.relist_queue_capacity)
         return FALSE;
     req = g_new0(RelistRequest, 1);
     req->pod_uid = g_strdup(pod_uid);
     req->source = source;
-    req->enqueued_usec = g_get_monotonic_time();
+    req->enqueued_usec = now;
     g_queue_push_tail(&pleg->queue, req);
     g_cond_signal(&pleg->queue_cond);
     return TRUE;
@@ -143,41 +197,74 @@ pleg_generic_resume_pod(PlegGeneric *pleg, const char *pod_uid)
         count_request(pleg, source, "dropped");
 }
 
-/* Serves every request queued now in one pass: a request older than the start of the last
- * successful global relist is covered by it; the others' pods are listed and inspected
- * together (relist_pods()).  Called with queue_lock held; returns with it held. */
+/* Counts every request of @pp as covered by the last global relist.  Called with queue_lock
+ * held; returns with it held. */
+static void
+count_covered(PlegGeneric *pleg, const NextPassPod *pp)
+{
+    g_mutex_unlock(&pleg->queue_lock);
+    for (guint s = 0; s < PLEG_RELIST_SOURCE_N; s++) {
+        for (guint i = 0; i < pp->n_requests[s]; i++)
+            count_request(pleg, s, "covered");
+    }
+    g_mutex_lock(&pleg->queue_lock);
+}
+
+/* Serves, in one pass, the pods taken while the last pass ran, then every request queued now: a
+ * request older than the start of the last successful global relist is covered by it; the
+ * others' pods are listed and inspected together (relist_pods()).  Requests that arrive
+ * meanwhile are taken for the next pass (take_for_next_pass()).  Called with queue_lock held;
+ * returns with it held. */
 static void
 serve_requests(PlegGeneric *pleg)
 {
-    g_autoptr(GPtrArray) served =
-        g_ptr_array_new_with_free_func((GDestroyNotify)relist_request_free);
-    g_autofree const char **uids = NULL;
-    g_autofree PlegRelistSource *sources = NULL;
+    g_autoptr(GPtrArray) uids = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GArray) sources = g_array_new(FALSE, FALSE, sizeof(PlegRelistSource));
+    g_autoptr(GArray) counts = g_array_new(FALSE, FALSE, sizeof(guint));
     g_autoptr(GError) error = NULL;
+    NextPassPod *pp;
     RelistRequest *req;
 
+    g_hash_table_remove_all(pleg->next_pass);
+    while ((pp = g_queue_pop_head(&pleg->next_pass_order))) {
+        if (pp->newest_usec < pleg->last_global_start_usec) {
+            count_covered(pleg, pp);
+            next_pass_pod_free(pp);
+        } else {
+            guint n = 0;
+
+            for (guint s = 0; s < PLEG_RELIST_SOURCE_N; s++)
+                n += pp->n_requests[s];
+            g_ptr_array_add(uids, g_steal_pointer(&pp->pod_uid));
+            g_array_append_val(sources, pp->source);
+            g_array_append_val(counts, n);
+            next_pass_pod_free(pp);
+        }
+    }
     while ((req = g_queue_pop_head(&pleg->queue))) {
         if (req->enqueued_usec < pleg->last_global_start_usec) {
             g_mutex_unlock(&pleg->queue_lock);
             count_request(pleg, req->source, "covered");
-            relist_request_free(req);
             g_mutex_lock(&pleg->queue_lock);
         } else {
-            g_ptr_array_add(served, req);
+            guint one = 1;
+
+            g_ptr_array_add(uids, g_steal_pointer(&req->pod_uid));
+            g_array_append_val(sources, req->source);
+            g_array_append_val(counts, one);
         }
+        relist_request_free(req);
     }
+    if (uids->len == 0)
+        return;
+    pleg->pass_running = TRUE;
     g_mutex_unlock(&pleg->queue_lock);
 
-    uids = g_new(const char *, served->len);
-    sources = g_new(PlegRelistSource, served->len);
-    for (guint i = 0; i < served->len; i++) {
-        req = g_ptr_array_index(served, i);
-        uids[i] = req->pod_uid;
-        sources[i] = req->source;
-    }
-    if (served->len > 0 && !relist_pods(pleg, uids, sources, served->len, &error))
-        g_debug("relist of %u pods failed: %s", served->len, error->message);
+    if (!relist_pods(pleg, (const char *const *)uids->pdata, (PlegRelistSource *)sources->data,
+                     (guint *)counts->data, uids->len, &error))
+        g_debug("relist of %u pods failed: %s", uids->len, error->message);
     g_mutex_lock(&pleg->queue_lock);
+    pleg->pass_running = FALSE;
 }
 
 gpointer
@@ -207,7 +294,7 @@ dispatcher_thread(gpointer data)
             continue;
         }
 
-        if (pleg->queue.length > 0) {
+        if (pleg->queue.length > 0 || pleg->next_pass_order.length > 0) {
             serve_requests(pleg);
             continue;
         }

@@ -64,6 +64,15 @@ typedef struct {
     gint64 enqueued_usec; /* monotonic */
 } RelistRequest;
 
+/* The requests of one pod that the dispatcher took while a targeted pass ran, for the next
+ * pass: served by one relist of the pod, as from the first source that asked. */
+typedef struct {
+    char *pod_uid;
+    PlegRelistSource source;
+    gint64 newest_usec;                     /* monotonic enqueue time of the last request */
+    guint n_requests[PLEG_RELIST_SOURCE_N]; /* by source, for the covered count */
+} NextPassPod;
+
 /* What one subscriber has not received yet of one container: the undelivered events in the
  * order they were generated.  A container id passes through few states (created, running,
  * exited, gone), so the queue stays short; past MISSED_MAX events (a runtime flapping a container
@@ -156,6 +165,12 @@ struct _PlegGeneric {
     gboolean shutdown;
     gint64 last_global_start_usec; /* monotonic start of the last successful global relist */
     GThread *thread;
+    /* While the dispatcher runs a targeted pass, the requests that arrive are taken for the next
+     * pass, one entry per pod, instead of waiting in the queue: see pleg-dispatcher.c. */
+    gboolean pass_running;
+    GHashTable *next_pass;  /* pod uid -> NextPassPod; the keys are the entries' pod_uid */
+    GQueue next_pass_order; /* NextPassPod, first asked first */
+    gint known_pods;        /* records after the last relist (atomic): the next pass's bound */
 
     GPtrArray *notices; /* RelistNotice not dispatched yet; under queue_lock */
     /* The relist callback: written under queue_lock, read there by its notices, which run it
@@ -218,12 +233,14 @@ G_GNUC_INTERNAL void record_free(PodRecord *rec);
 G_GNUC_INTERNAL void reconcile_task(gpointer data, gpointer user_data);
 /* Takes relist_lock.  @ret_timestamp_ns: Unix ns at which the relist started. */
 G_GNUC_INTERNAL gboolean relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error);
-/* Targeted relists of @n pods at once (@pod_uids[i] asked by @sources[i]; a pod may repeat):
- * the distinct pods are listed and inspected together, each published as from the first source
- * that asked for it; kubelet_pleg_pod_relist_duration_seconds gets one observation per entry.
- * Takes relist_lock.  Fails, for every pod, when the listing fails. */
+/* Targeted relists of @n pods at once (@pod_uids[i] asked by @sources[i], @n_requests[i] times,
+ * or once when @n_requests is NULL; a pod may repeat): the distinct pods are listed and
+ * inspected together, each published as from the first source that asked for it;
+ * kubelet_pleg_pod_relist_duration_seconds gets one observation per request.  Takes
+ * relist_lock.  Fails, for every pod, when the listing fails. */
 G_GNUC_INTERNAL gboolean relist_pods(PlegGeneric *pleg, const char *const *pod_uids,
-                                     const PlegRelistSource *sources, guint n, GError **error);
+                                     const PlegRelistSource *sources, const guint *n_requests,
+                                     guint n, GError **error);
 
 /* pleg-dispatcher.c */
 /* Take queue_lock: call with state_lock held or with no lock. */
@@ -231,6 +248,8 @@ G_GNUC_INTERNAL gboolean is_suspended(PlegGeneric *pleg, const char *pod_uid);
 G_GNUC_INTERNAL gboolean defer_if_suspended(PlegGeneric *pleg, const char *pod_uid,
                                             PlegRelistSource source);
 G_GNUC_INTERNAL void relist_request_free(RelistRequest *req);
+/* Drops the queued requests and the next pass's pods.  Called with queue_lock held. */
+G_GNUC_INTERNAL void clear_requests(PlegGeneric *pleg);
 /* The dispatcher thread's GThreadFunc; @data is the PlegGeneric. */
 G_GNUC_INTERNAL gpointer dispatcher_thread(gpointer data);
 

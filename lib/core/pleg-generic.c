@@ -49,7 +49,7 @@ pleg_generic_stop(PlegGeneric *pleg)
 
     g_mutex_lock(&pleg->queue_lock);
     pleg->shutdown = TRUE;
-    g_queue_clear_full(&pleg->queue, (GDestroyNotify)relist_request_free);
+    clear_requests(pleg);
     g_cond_broadcast(&pleg->queue_cond);
     g_mutex_unlock(&pleg->queue_lock);
 
@@ -214,6 +214,8 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
     g_cond_init(&pleg->queue_cond);
     g_cond_init(&pleg->notice_done);
     g_queue_init(&pleg->queue);
+    pleg->next_pass = g_hash_table_new(g_str_hash, g_str_equal);
+    g_queue_init(&pleg->next_pass_order);
     pleg->suspensions = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     pleg->notices = g_ptr_array_new(); /* RelistNotice, owned by their sources */
     return pleg;
@@ -232,7 +234,8 @@ pleg_generic_free(PlegGeneric *pleg)
     g_hash_table_unref(pleg->records);
     g_hash_table_unref(pleg->suspensions);
     g_ptr_array_unref(pleg->notices);
-    g_queue_clear_full(&pleg->queue, (GDestroyNotify)relist_request_free);
+    clear_requests(pleg);
+    g_hash_table_unref(pleg->next_pass);
     g_cond_clear(&pleg->notice_done);
     g_cond_clear(&pleg->queue_cond);
     g_mutex_clear(&pleg->queue_lock);

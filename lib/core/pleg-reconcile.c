@@ -452,6 +452,7 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
             g_hash_table_insert(pleg->records, g_strdup(uid), rec);
         }
     }
+    g_atomic_int_set(&pleg->known_pods, (gint)g_hash_table_size(pleg->records));
     uids = g_ptr_array_new_full(g_hash_table_size(pleg->records), g_free);
     g_hash_table_iter_init(&iter, pleg->records);
     while (g_hash_table_iter_next(&iter, (gpointer *)&uid, NULL))
@@ -613,7 +614,7 @@ list_pods(PlegGeneric *pleg, GPtrArray *uids, GHashTable **ret_pods, GError **er
 
 gboolean
 relist_pods(PlegGeneric *pleg, const char *const *pod_uids, const PlegRelistSource *sources,
-            guint n, GError **error)
+            const guint *n_requests, guint n, GError **error)
 {
     g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GPtrArray) uids = g_ptr_array_sized_new(n); /* distinct, first asked first */
@@ -651,6 +652,7 @@ relist_pods(PlegGeneric *pleg, const char *const *pod_uids, const PlegRelistSour
                 rec->current = pod ? pod_snapshot_ref(pod) : NULL;
             }
         }
+        g_atomic_int_set(&pleg->known_pods, (gint)g_hash_table_size(pleg->records));
         g_mutex_unlock(&pleg->state_lock);
 
         reconcile_pods(pleg, works, uids->len, timestamp_ns);
@@ -665,9 +667,11 @@ relist_pods(PlegGeneric *pleg, const char *const *pod_uids, const PlegRelistSour
         g_mutex_unlock(&pleg->state_lock);
     }
     elapsed_usec = g_get_monotonic_time() - start_usec;
-    for (guint i = 0; i < n; i++)
-        pleg_metric_series_observe(pleg->series.pod_relist_duration,
-                                   (double)elapsed_usec / G_USEC_PER_SEC);
+    for (guint i = 0; i < n; i++) {
+        for (guint r = 0; r < (n_requests ? n_requests[i] : 1); r++)
+            pleg_metric_series_observe(pleg->series.pod_relist_duration,
+                                       (double)elapsed_usec / G_USEC_PER_SEC);
+    }
     g_mutex_unlock(&pleg->relist_lock);
     return ok;
 }
@@ -679,5 +683,5 @@ pleg_generic_relist_pod(PlegGeneric *pleg, const char *pod_uid, PlegRelistSource
     g_return_val_if_fail(pleg != NULL && pod_uid != NULL, FALSE);
     g_return_val_if_fail(source < PLEG_RELIST_SOURCE_N, FALSE);
 
-    return relist_pods(pleg, &pod_uid, &source, 1, error);
+    return relist_pods(pleg, &pod_uid, &source, NULL, 1, error);
 }

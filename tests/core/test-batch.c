@@ -143,13 +143,21 @@ END_TEST
 /* --- the dispatcher's pass over the queue ------------------------------------------------- */
 
 static Fixture *
-dispatcher_fixture(gint64 period_usec)
+dispatcher_fixture_full(gint64 period_usec, guint queue_capacity)
 {
     PlegGenericConfig config;
 
     pleg_generic_config_init(&config);
     config.relist_period_usec = period_usec;
+    if (queue_capacity)
+        config.relist_queue_capacity = queue_capacity;
     return fixture_new_full(&config, 0, FALSE);
+}
+
+static Fixture *
+dispatcher_fixture(gint64 period_usec)
+{
+    return dispatcher_fixture_full(period_usec, 0);
 }
 
 static const PlegPodLifecycleEvent *
@@ -269,6 +277,101 @@ START_TEST(test_due_global_first_covers_queue)
 }
 END_TEST
 
+/* Requests made while a targeted pass runs are taken for the next pass as they come, one entry
+ * a pod, so a storm of requests for distinct pods is not dropped at the queue's capacity: here
+ * six requests during pod1's pass, against a queue of two, are all served by one more pass. */
+START_TEST(test_pass_takes_past_capacity)
+{
+    g_autoptr(Fixture) fx = dispatcher_fixture_full(HOUR_USEC, 2);
+    g_autoptr(GPtrArray) events = NULL;
+    CountCond cond = {NULL, 7};
+    static const char *const asked[] = {"pod0", "pod2", "pod3", "pod4", "pod5", "pod0"};
+
+    cond.fx = fx;
+    add_pods(fx, 6);
+    pleg_generic_start(fx->pleg);
+    g_ptr_array_unref(wait_events(fx, 6, WAIT_USEC));
+
+    for (guint i = 0; i < 6; i++) {
+        g_autofree char *id = g_strdup_printf("c%u", i);
+        g_autofree char *sandbox = g_strdup_printf("s%u", i);
+
+        fake_runtime_add_container(fx->fake, id, sandbox, PLEG_CONTAINER_STATE_RUNNING);
+    }
+    fake_runtime_block(fx->fake, FAKE_OP_LIST_CONTAINERS, "s1");
+    ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod1", PLEG_RELIST_SOURCE_EVENTED_PLEG),
+                     PLEG_RELIST_REQUEST_QUEUED);
+    ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
+    for (guint i = 0; i < G_N_ELEMENTS(asked); i++)
+        ck_assert_int_eq(
+            pleg_generic_request_relist(fx->pleg, asked[i], PLEG_RELIST_SOURCE_EVENTED_PLEG),
+            PLEG_RELIST_REQUEST_QUEUED);
+    fake_runtime_unblock(fx->fake);
+
+    ck_assert(wait_until(pod_relists_reach, &cond, WAIT_USEC));
+    events = wait_events(fx, 6, WAIT_USEC);
+    for (guint i = 0; i < 6; i++) {
+        g_autofree char *uid = g_strdup_printf("pod%u", i);
+        g_autofree char *id = g_strdup_printf("c%u", i);
+
+        ck_assert_uint_eq(count_events(events, uid, PLEG_CONTAINER_STARTED, id), 1);
+    }
+    /* The global relist, pod1's, then one listing for the five pods of the next pass. */
+    ck_assert_uint_eq(fake_runtime_get_call_count(fx->fake, FAKE_OP_LIST_POD_SANDBOXES), 3);
+    ck_assert_uint_eq(metric_count(fx, "kubelet_pleg_pod_relist_duration_seconds", NULL), 7);
+    ck_assert_int_eq(requests(fx, "evented_pleg", "queued"), 7);
+    ck_assert_int_eq(requests(fx, "evented_pleg", "dropped"), 0);
+}
+END_TEST
+
+/* The next pass holds as many pods as the PLEG knows (or the queue's capacity, if more); past
+ * that, requests wait in the queue, and past its capacity they are dropped: pending work stays
+ * bounded when a runtime names pods that do not exist. */
+START_TEST(test_next_pass_bounded)
+{
+    g_autoptr(Fixture) fx = dispatcher_fixture_full(HOUR_USEC, 2);
+    CountCond cond = {NULL, 7};
+
+    cond.fx = fx;
+    add_pods(fx, 3);
+    pleg_generic_start(fx->pleg);
+    g_ptr_array_unref(wait_events(fx, 3, WAIT_USEC));
+
+    fake_runtime_block(fx->fake, FAKE_OP_LIST_CONTAINERS, "s1");
+    ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod1", PLEG_RELIST_SOURCE_EVENTED_PLEG),
+                     PLEG_RELIST_REQUEST_QUEUED);
+    ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
+    /* Three pods known: the next pass takes three unknown ones, and more of the same pods. */
+    for (guint i = 0; i < 3; i++) {
+        g_autofree char *uid = g_strdup_printf("ghost%u", i);
+
+        ck_assert_int_eq(
+            pleg_generic_request_relist(fx->pleg, uid, PLEG_RELIST_SOURCE_EVENTED_PLEG),
+            PLEG_RELIST_REQUEST_QUEUED);
+    }
+    ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "ghost0", PLEG_RELIST_SOURCE_POST_SYNC),
+                     PLEG_RELIST_REQUEST_QUEUED);
+    /* A fourth pod waits in the queue, then a fifth; the queue of two is full for a sixth. */
+    ck_assert_int_eq(
+        pleg_generic_request_relist(fx->pleg, "ghost3", PLEG_RELIST_SOURCE_EVENTED_PLEG),
+        PLEG_RELIST_REQUEST_QUEUED);
+    ck_assert_int_eq(
+        pleg_generic_request_relist(fx->pleg, "ghost4", PLEG_RELIST_SOURCE_EVENTED_PLEG),
+        PLEG_RELIST_REQUEST_QUEUED);
+    ck_assert_int_eq(
+        pleg_generic_request_relist(fx->pleg, "ghost5", PLEG_RELIST_SOURCE_EVENTED_PLEG),
+        PLEG_RELIST_REQUEST_DROPPED);
+    ck_assert_int_eq(requests(fx, "evented_pleg", "dropped"), 1);
+    fake_runtime_unblock(fx->fake);
+
+    /* pod1's relist, then one pass: ghost0 (twice asked), ghost1, ghost2, ghost3, ghost4. */
+    ck_assert(wait_until(pod_relists_reach, &cond, WAIT_USEC));
+    ck_assert_int_eq(requests(fx, "evented_pleg", "queued"), 6);
+    ck_assert_int_eq(requests(fx, "post_sync", "queued"), 1);
+    ck_assert_uint_eq(pleg_event_channel_get_length(fx->channel), 0);
+}
+END_TEST
+
 static Suite *
 batch_suite(void)
 {
@@ -285,6 +388,8 @@ batch_suite(void)
     tc = tcase_create("pass");
     tcase_add_test(tc, test_queued_requests_one_pass);
     tcase_add_test(tc, test_due_global_first_covers_queue);
+    tcase_add_test(tc, test_pass_takes_past_capacity);
+    tcase_add_test(tc, test_next_pass_bounded);
     suite_add_tcase(suite, tc);
     return suite;
 }
