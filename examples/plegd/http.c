@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
 #include <libsoup/soup.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "pleg-config.h"
 #include "plegd.h"
@@ -35,6 +38,7 @@ struct _PlegdHttp {
     GHashTable *connections;
 
     gboolean accepting;
+    GSocket *stand_in_peer; /* the other end of the stand-in listener's socket pair */
     GSource *accept_backoff;
     guint backoff_ms;
     guint64 n_accept_errors; /* since the last log line */
@@ -47,7 +51,8 @@ struct _Connection {
     PlegdHttp *http;
     GSocketConnection *connection; /* weak: libsoup holds it while it serves it */
     GSocketAddress *remote;
-    GSource *timer; /* the idle deadline; when closing, the end of lingering */
+    GSource *timer;      /* the idle deadline; when closing, the end of lingering */
+    GSource *idle_watch; /* between requests: whether the client closed (watch_idle()) */
     gint64 last_active_usec;
     gboolean busy;      /* from a request's headers to its answer */
     gboolean closing;   /* shut down, or lingering */
@@ -134,6 +139,7 @@ connection_free(gpointer data)
     if (conn->connection)
         g_object_weak_unref(G_OBJECT(conn->connection), on_connection_finalized, conn);
     destroy_source(&conn->timer);
+    destroy_source(&conn->idle_watch);
     destroy_source(&conn->linger);
     if (conn->stolen) {
         g_io_stream_close(conn->stolen, NULL, NULL);
@@ -207,6 +213,45 @@ on_timer(gpointer data)
         forget(conn);
     }
     return G_SOURCE_CONTINUE;
+}
+
+/* libsoup 3.2 stops reading a kept-alive connection whose client closed it between requests,
+ * but never closes its own end: without this the descriptor stays open until the idle timeout.
+ * A peek tells the end of the stream from the next request, which is left to libsoup. */
+static gboolean
+on_idle_readable(GSocket *socket, GIOCondition condition, gpointer data)
+{
+    Connection *conn = data;
+    g_autoptr(GError) error = NULL;
+    char c;
+    gssize n = g_socket_receive_message(socket, NULL, &(GInputVector){&c, 1}, 1, NULL, NULL,
+                                        &(gint){MSG_PEEK | MSG_DONTWAIT}, NULL, &error);
+
+    if (n < 0 && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+        return G_SOURCE_CONTINUE;
+    if (n > 0) {
+        /* The next request: libsoup reads it. */
+        g_clear_pointer(&conn->idle_watch, g_source_unref);
+        return G_SOURCE_REMOVE;
+    }
+    g_debug("closing an HTTP connection: %s", n == 0 ? "the client closed it" : error->message);
+    g_io_stream_close(G_IO_STREAM(conn->connection), NULL, NULL);
+    forget(conn);
+    return G_SOURCE_REMOVE;
+}
+
+static void
+watch_idle(Connection *conn)
+{
+    if (conn->idle_watch || !conn->connection)
+        return;
+    conn->idle_watch = g_socket_create_source(g_socket_connection_get_socket(conn->connection),
+                                              G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+    /* Below libsoup's own sources: a pipelined request that libsoup has buffered already starts
+     * (handle_early() drops this watch) before an end of stream behind it is taken for idle. */
+    g_source_set_priority(conn->idle_watch, G_PRIORITY_LOW);
+    g_source_set_callback(conn->idle_watch, G_SOURCE_FUNC(on_idle_readable), conn, NULL);
+    g_source_attach(conn->idle_watch, conn->http->context);
 }
 
 static gboolean
@@ -801,6 +846,7 @@ handle_early(SoupServer *server, SoupServerMessage *msg, const char *path, GHash
     guint status = 0;
 
     if (conn) {
+        destroy_source(&conn->idle_watch);
         conn->busy = TRUE;
         conn->body_bytes = 0;
         touch(conn);
@@ -847,6 +893,7 @@ on_request_done(SoupServer *server, SoupServerMessage *msg, gpointer user_data)
         conn->busy = FALSE;
         conn->streaming = FALSE;
         touch(conn);
+        watch_idle(conn);
     }
 }
 
@@ -899,6 +946,7 @@ plegd_http_free(PlegdHttp *http)
     g_hash_table_remove_all(http->connections);
     g_signal_handlers_disconnect_by_data(http->server, http);
     soup_server_disconnect(http->server);
+    g_clear_object(&http->stand_in_peer);
     g_object_unref(http->server);
     g_hash_table_unref(http->connections);
     g_object_unref(http->listener);
@@ -906,6 +954,37 @@ plegd_http_free(PlegdHttp *http)
     g_clear_pointer(&http->context, g_main_context_unref);
     pleg_metrics_registry_unref(http->metrics);
     g_free(http);
+}
+
+/* libsoup 3.2 keeps a connection open after an answer only while the server has a listener of
+ * its own (request_finished() in soup-server.c); without one it closes every connection after
+ * its first answer, without "Connection: close", and keep-alive clients (Prometheus, curl) find
+ * the connection dead.  plegd accepts connections itself, so it gives libsoup a stand-in
+ * listener that never accepts anything: one end of a connected socket pair, whose other end
+ * plegd holds and never writes to, so it never becomes readable. */
+static gboolean
+add_stand_in_listener(PlegdHttp *http, GError **error)
+{
+    g_autoptr(GSocket) socket = NULL;
+    int fds[2];
+
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0) {
+        int errsv = errno;
+
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errsv),
+                    "cannot make the HTTP server's stand-in listener: %s", g_strerror(errsv));
+        return FALSE;
+    }
+    socket = g_socket_new_from_fd(fds[0], error);
+    if (socket)
+        http->stand_in_peer = g_socket_new_from_fd(fds[1], error);
+    if (!socket || !http->stand_in_peer) {
+        if (!socket)
+            close(fds[0]);
+        close(fds[1]);
+        return FALSE;
+    }
+    return soup_server_listen_socket(http->server, socket, 0, error);
 }
 
 gboolean
@@ -923,6 +1002,8 @@ plegd_http_listen(PlegdHttp *http, GInetSocketAddress *address, char **ret_url, 
         return FALSE;
     }
     if (!http->accepting) {
+        if (!add_stand_in_listener(http, error))
+            return FALSE;
         http->context = g_main_context_ref_thread_default();
         http->accepting = TRUE;
         accept_next(http);

@@ -436,6 +436,9 @@ http_request(const char *method, const char *url, char **ret_body, char **ret_co
     ck_assert_msg(message, "bad URL %s", url);
     body = soup_session_send_and_read(session, message, NULL, &error);
     ck_assert_msg(body, "%s %s: %s", method, url, error ? error->message : "");
+    /* plegd keeps the connection open for more: close it, as a client that is done does (the
+     * session alone would close it only from a main context this thread does not run). */
+    soup_session_abort(session);
     if (ret_body)
         *ret_body = g_strndup(g_bytes_get_data(body, NULL), g_bytes_get_size(body));
     if (ret_content_type)

@@ -401,6 +401,105 @@ START_TEST(test_small_bodies_still_served)
 }
 END_TEST
 
+/* ---- keep-alive ---- */
+
+/* One whole answer (its head, then a body of its Content-Length) read off @socket. */
+static char *
+read_answer(GSocket *socket)
+{
+    g_autofree char *head = read_response_head(socket);
+    const char *length = strstr(head, "\r\nContent-Length: ");
+    g_autofree char *body = NULL;
+    gsize size, got = 0;
+
+    ck_assert_msg(length, "no Content-Length:\n%s", head);
+    size = (gsize)g_ascii_strtoull(length + strlen("\r\nContent-Length: "), NULL, 10);
+    body = g_malloc0(size + 1);
+    while (got < size) {
+        g_autoptr(GError) error = NULL;
+        gssize n = g_socket_receive(socket, body + got, size - got, NULL, &error);
+
+        ck_assert_msg(n > 0, "answer cut after %zu of %zu bytes (%s):\n%s", got, size,
+                      error ? error->message : "end of stream", head);
+        got += (gsize)n;
+    }
+    return g_strconcat(head, body, NULL);
+}
+
+/* HTTP/1.1 connections stay open after an answer (libsoup 3.2 closes them unless its server has
+ * a listener: plegd gives it a stand-in), for one request after another and for pipelined ones;
+ * a client's "Connection: close" still closes. */
+START_TEST(test_keep_alive)
+{
+    g_autoptr(GSocket) socket = NULL;
+    const char *request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    guint n_fds;
+
+    start_plegd("--http-idle-timeout=1h", 0);
+    assert_served();
+
+    socket = open_connection(TRUE);
+    for (int i = 0; i < 3; i++) {
+        g_autofree char *answer = NULL;
+
+        send_text(socket, request);
+        answer = read_answer(socket);
+        ck_assert_msg(g_str_has_prefix(answer, "HTTP/1.1 200 "), "request %d:\n%s", i, answer);
+        ck_assert_msg(!strstr(answer, "\r\nConnection: close\r\n"), "%s", answer);
+        ck_assert_msg(strstr(answer, "kubelet_pleg_relist_duration_seconds"), "%s", answer);
+    }
+
+    /* Pipelined: both answered, in order, on the same connection. */
+    send_text(socket, "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      "GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    {
+        g_autofree char *first = read_answer(socket);
+        g_autofree char *second = read_answer(socket);
+
+        ck_assert_msg(g_str_has_prefix(first, "HTTP/1.1 503 "), "%s", first);
+        ck_assert_msg(g_str_has_prefix(second, "HTTP/1.1 404 "), "%s", second);
+    }
+    ck_assert(!wait_closed(socket, 0));
+
+    /* The client asks to close: answered, then closed. */
+    send_text(socket, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    g_free(read_answer(socket));
+    ck_assert(wait_closed(socket, 15 * G_USEC_PER_SEC));
+    g_clear_object(&socket);
+
+    /* Pipelined requests, then the end of the client's side: every one is answered (the end
+     * of the stream behind requests libsoup has buffered is no idle close), then closed. */
+    socket = open_connection(TRUE);
+    send_text(socket, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      "GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    ck_assert(g_socket_shutdown(socket, FALSE, TRUE, NULL));
+    for (int i = 0; i < 4; i++) {
+        g_autofree char *answer = read_answer(socket);
+
+        ck_assert_msg(g_str_has_prefix(answer, i == 3 ? "HTTP/1.1 404 " : "HTTP/1.1 200 "),
+                      "answer %d:\n%s", i, answer);
+    }
+    ck_assert(wait_closed(socket, 15 * G_USEC_PER_SEC));
+    g_clear_object(&socket);
+
+    /* A client that closes a kept-alive connection between requests: plegd closes its end at
+     * once, not at the idle timeout (an hour here). */
+    n_fds = plegd_runner_count_fds(fixture.plegd);
+    for (int i = 0; i < 10; i++) {
+        g_autoptr(GSocket) client = open_connection(TRUE);
+
+        send_text(client, request);
+        g_free(read_answer(client));
+        ck_assert(g_socket_close(client, NULL));
+    }
+    wait_fds_at_most(n_fds);
+
+    ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
+}
+END_TEST
+
 /* ---- the request target ---- */
 
 /* The whole answer to @request on a new connection (HTTP/1.0: the server closes it). */
@@ -459,6 +558,7 @@ plegd_http_suite(void)
     tcase_add_test(tc, test_idle_connections_over_the_limit);
     tcase_add_test(tc, test_idle_timeout);
     tcase_add_test(tc, test_accept_at_fd_limit);
+    tcase_add_test(tc, test_keep_alive);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("bodies");
