@@ -222,19 +222,20 @@ static gboolean
 on_idle_readable(GSocket *socket, GIOCondition condition, gpointer data)
 {
     Connection *conn = data;
-    g_autoptr(GError) error = NULL;
     char c;
-    gssize n = g_socket_receive_message(socket, NULL, &(GInputVector){&c, 1}, 1, NULL, NULL,
-                                        &(gint){MSG_PEEK | MSG_DONTWAIT}, NULL, &error);
+    /* recv(2) itself: GLib's receive would wait on a blocking socket when a peek finds nothing
+     * (libsoup may have read what made the socket readable). */
+    gssize n = recv(g_socket_get_fd(socket), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    int errsv = errno;
 
-    if (n < 0 && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+    if (n < 0 && (errsv == EAGAIN || errsv == EWOULDBLOCK || errsv == EINTR))
         return G_SOURCE_CONTINUE;
     if (n > 0) {
-        /* The next request: libsoup reads it. */
+        /* A request: libsoup reads it. */
         g_clear_pointer(&conn->idle_watch, g_source_unref);
         return G_SOURCE_REMOVE;
     }
-    g_debug("closing an HTTP connection: %s", n == 0 ? "the client closed it" : error->message);
+    g_debug("closing an HTTP connection: %s", n == 0 ? "the client closed it" : g_strerror(errsv));
     g_io_stream_close(G_IO_STREAM(conn->connection), NULL, NULL);
     forget(conn);
     return G_SOURCE_REMOVE;
@@ -459,6 +460,9 @@ serve(PlegdHttp *http, GSocketConnection *connection)
     g_source_attach(conn->timer, http->context);
     touch(conn);
     g_hash_table_insert(http->connections, conn->remote, conn);
+    /* Idle until its first request too; before libsoup has it, which may answer (and close)
+     * the connection before returning. */
+    watch_idle(conn);
 
     if (!soup_server_accept_iostream(http->server, G_IO_STREAM(connection), local, remote,
                                      &error)) {

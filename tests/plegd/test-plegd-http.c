@@ -484,14 +484,17 @@ START_TEST(test_keep_alive)
     ck_assert(wait_closed(socket, 15 * G_USEC_PER_SEC));
     g_clear_object(&socket);
 
-    /* A client that closes a kept-alive connection between requests: plegd closes its end at
-     * once, not at the idle timeout (an hour here). */
+    /* A client that closes a kept-alive connection between requests, or before its first:
+     * plegd closes its end at once, not at the idle timeout (an hour here). */
     n_fds = plegd_runner_count_fds(fixture.plegd);
     for (int i = 0; i < 10; i++) {
         g_autoptr(GSocket) client = open_connection(TRUE);
 
-        send_text(client, request);
-        g_free(read_answer(client));
+        /* Every other one leaves before its first request. */
+        if (i % 2 == 0) {
+            send_text(client, request);
+            g_free(read_answer(client));
+        }
         ck_assert(g_socket_close(client, NULL));
     }
     wait_fds_at_most(n_fds);
