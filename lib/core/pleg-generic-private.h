@@ -6,6 +6,7 @@
  *   pleg-generic.c        the object: new/free, config, start/stop, subscribers, health,
  *                         relist state, accessors, metrics registration
  *   pleg-snapshot.c       pod snapshots: a listing grouped into pods (group_pods())
+ *   pleg-listing.c        a global relist's listing, grouped into the records' snapshots
  *   pleg-transitions.c    the transition table: two snapshots in, transitions out (pure)
  *   pleg-delivery.c       events built and pushed; what a full channel missed, redelivered
  *   pleg-reconcile.c      inspection, reconcile of one pod, global and targeted relists
@@ -50,7 +51,11 @@ typedef struct {
     PodSnapshot *old;     /* last published */
     PodSnapshot *current; /* last listed */
     gboolean reinspect;
+    gboolean listed; /* pleg-listing.c's mark: in the listing being published */
 } PodRecord;
+
+/* pleg-listing.c: a global relist's listing, kept across relists. */
+typedef struct _PlegListing PlegListing;
 
 typedef struct {
     int count;
@@ -106,6 +111,17 @@ typedef struct {
     PlegState after;
 } Transition;
 
+/* One pod of a relist, from its record's comparison to its publication. */
+typedef struct {
+    const char *pod_uid;
+    PlegRelistSource source;
+    GArray *transitions;  /* Transition, from the record's old and current snapshots */
+    PodSnapshot *current; /* what to inspect; NULL when the pod is gone */
+    PodSnapshot *old;     /* keeps the transitions' ids alive */
+    gboolean reinspect;
+    gboolean fresh; /* the result: see reconcile_publish() */
+} PodWork;
+
 /* The outcomes of a RequestRelist, the values of kubelet_pleg_relist_requests_total's label. */
 typedef enum {
     RELIST_OUTCOME_QUEUED,
@@ -145,6 +161,9 @@ struct _PlegGeneric {
     } series;
 
     GMutex relist_lock;
+    PlegListing *listing;    /* relist_global()'s, under relist_lock, as are: */
+    GByteArray *relist_uids; /* the UIDs of its pods */
+    GArray *relist_works;    /* PodWork (pleg-reconcile.c), one a pod */
     GCancellable *cancellable;
     GThreadPool *reconcile_pool; /* inspections of a relist's pods, one task a pod */
 
@@ -199,6 +218,8 @@ source_series(PlegMetricSeries *const *per_source, PlegRelistSource source)
 }
 
 /* pleg-snapshot.c */
+/* kubelet's PLEG state of a listed container: created and unknown are unknown. */
+G_GNUC_INTERNAL PlegState pleg_state_from_container(PlegContainerState state);
 G_GNUC_INTERNAL PodSnapshot *pod_snapshot_new(const char *uid);
 G_GNUC_INTERNAL PodSnapshot *pod_snapshot_ref(PodSnapshot *pod);
 G_GNUC_INTERNAL void pod_snapshot_unref(PodSnapshot *pod);
@@ -211,6 +232,25 @@ G_GNUC_INTERNAL PlegState pod_snapshot_state(const PodSnapshot *pod, const char 
 /* (element-type PlegPodSandbox) @sandboxes, (element-type PlegContainer) @containers.
  * Returns: (transfer full): pod uid -> PodSnapshot; keys point into the snapshots. */
 G_GNUC_INTERNAL GHashTable *group_pods(GPtrArray *sandboxes, GPtrArray *containers);
+
+/* pleg-listing.c: under relist_lock. */
+G_GNUC_INTERNAL PlegListing *pleg_listing_new(void);
+G_GNUC_INTERNAL void pleg_listing_free(PlegListing *listing);
+/* Empties @listing for the next relist, keeping its memory. */
+G_GNUC_INTERNAL void pleg_listing_reset(PlegListing *listing);
+/* Copies what grouping needs of an item; the item may be freed or reused once this returns. */
+G_GNUC_INTERNAL void pleg_listing_add_sandbox(PlegListing *listing, const PlegPodSandbox *sandbox);
+G_GNUC_INTERNAL void pleg_listing_add_container(PlegListing *listing,
+                                                const PlegContainer *container);
+/* Adds the items handed by pleg_runtime_visit_listing(); its data is the PlegListing. */
+G_GNUC_INTERNAL extern const PlegListingVisitor pleg_listing_visitor;
+/* The containers listed in each PlegContainerState, ignored ones included. */
+G_GNUC_INTERNAL const guint *pleg_listing_get_container_states(PlegListing *listing);
+/* Groups the listing as group_pods() would and sets every record's current snapshot to its pod
+ * (NULL for a pod not listed), creating records for new pods.  A record whose current snapshot
+ * already holds what was listed keeps it.  Call with state_lock held.  Returns: the pods with a
+ * ready sandbox. */
+G_GNUC_INTERNAL guint pleg_listing_publish(PlegListing *listing, GHashTable *records);
 
 /* pleg-transitions.c: pure, callable with no lock. */
 G_GNUC_INTERNAL void add_transitions(GArray *out, const char *id, PlegState before,

@@ -199,6 +199,9 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
     pleg->cache = pleg_pod_cache_new();
 
     g_mutex_init(&pleg->relist_lock);
+    pleg->listing = pleg_listing_new();
+    pleg->relist_uids = g_byte_array_new();
+    pleg->relist_works = g_array_new(FALSE, TRUE, sizeof(PodWork));
     pleg->cancellable = g_cancellable_new();
     pleg->reconcile_pool = g_thread_pool_new(reconcile_task, NULL,
                                              (gint)MIN(pleg->config.max_status_calls_in_flight,
@@ -232,6 +235,9 @@ pleg_generic_free(PlegGeneric *pleg)
 
     g_ptr_array_unref(pleg->subscribers);
     g_hash_table_unref(pleg->records);
+    pleg_listing_free(pleg->listing);
+    g_byte_array_unref(pleg->relist_uids);
+    g_array_unref(pleg->relist_works);
     g_hash_table_unref(pleg->suspensions);
     g_ptr_array_unref(pleg->notices);
     clear_requests(pleg);

@@ -30,3 +30,26 @@ G_GNUC_INTERNAL void pleg_pod_cache_set_global_timestamp(PlegPodCache *cache, gi
 /* pleg-runtime.c: whether @error says the sandbox or container asked for no longer exists
  * (%PLEG_CRI_ERROR_NOT_FOUND or %G_IO_ERROR_NOT_FOUND, see #PlegRuntimeVTable). */
 G_GNUC_INTERNAL gboolean pleg_error_is_not_found(const GError *error);
+
+/* pleg-runtime.c: a global listing (every sandbox, then every container) handed item by item,
+ * for the Generic PLEG's global relist.  The items and their texts are borrowed for the call
+ * only, so a runtime that decodes its answers need not copy each text into its own allocation
+ * and free it moments later.  @restart drops what was handed of @sandboxes' kind (sandboxes, or
+ * containers) when a runtime starts that listing again. */
+typedef struct {
+    void (*sandbox)(const PlegPodSandbox *sandbox, gpointer data);
+    void (*container)(const PlegContainer *container, gpointer data);
+    void (*restart)(gboolean sandboxes, gpointer data);
+} PlegListingVisitor;
+
+typedef gboolean (*PlegRuntimeVisitFunc)(gpointer impl, const PlegListingVisitor *visitor,
+                                         gpointer data, GCancellable *cancellable, GError **error);
+
+/* Gives @runtime a way to hand a listing borrowed; before it is shared only. */
+G_GNUC_INTERNAL void pleg_runtime_set_visit_func(PlegRuntime *runtime, PlegRuntimeVisitFunc func);
+/* Through the visit function when @runtime has one, else listed through the vtable and each
+ * item handed from the arrays. */
+G_GNUC_INTERNAL gboolean pleg_runtime_visit_listing(PlegRuntime *runtime,
+                                                    const PlegListingVisitor *visitor,
+                                                    gpointer data, GCancellable *cancellable,
+                                                    GError **error);

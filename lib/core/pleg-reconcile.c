@@ -5,6 +5,8 @@
  * together under one bound on status calls in flight. */
 #include "pleg-config.h"
 
+#include <string.h>
+
 #include "pleg-generic-private.h"
 
 static gboolean
@@ -171,17 +173,6 @@ record_free(PodRecord *rec)
     g_free(rec);
 }
 
-/* One pod of a relist, from its record's comparison to its publication. */
-typedef struct {
-    const char *pod_uid;
-    PlegRelistSource source;
-    GArray *transitions;  /* Transition, from the record's old and current snapshots */
-    PodSnapshot *current; /* what to inspect; NULL when the pod is gone */
-    PodSnapshot *old;     /* keeps the transitions' ids alive */
-    gboolean reinspect;
-    gboolean fresh; /* the result: see reconcile_publish() */
-} PodWork;
-
 static void
 pod_work_clear(PodWork *work)
 {
@@ -206,9 +197,12 @@ reconcile_prepare(PlegGeneric *pleg, PodWork *work)
         work->fresh = TRUE;
         return FALSE;
     }
-    work->transitions = compute_transitions(rec->old, rec->current);
     work->reinspect = rec->reinspect;
-    if (work->transitions->len == 0 && !work->reinspect) {
+    /* A pod listed as it was published keeps its snapshot (pleg-listing.c): nothing to compare,
+     * and no allocation for it. */
+    if (rec->old != rec->current || work->reinspect)
+        work->transitions = compute_transitions(rec->old, rec->current);
+    if ((!work->transitions || work->transitions->len == 0) && !work->reinspect) {
         work->fresh = !is_suspended(pleg, pod_uid);
         if (!rec->current)
             g_hash_table_remove(pleg->records, pod_uid);
@@ -284,32 +278,12 @@ reconcile_publish(PlegGeneric *pleg, ReconcileBatch *batch, PodWork *work)
 }
 
 static void
-update_running_metrics(PlegGeneric *pleg, GHashTable *pods, GPtrArray *containers)
+update_running_metrics(PlegGeneric *pleg, guint running_pods, const guint *container_states)
 {
-    guint counts[PLEG_CONTAINER_STATE_UNKNOWN + 1] = {0};
-    guint running_pods = 0;
-    GHashTableIter iter;
-    PodSnapshot *pod;
-
-    g_hash_table_iter_init(&iter, pods);
-    while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&pod)) {
-        for (guint i = 0; i < pod->sandboxes->len; i++) {
-            const PodEntry *e = g_ptr_array_index(pod->sandboxes, i);
-            if (e->state == STATE_RUNNING) {
-                running_pods++;
-                break;
-            }
-        }
-    }
-    for (guint i = 0; i < containers->len; i++) {
-        const PlegContainer *c = g_ptr_array_index(containers, i);
-        if ((guint)c->state < G_N_ELEMENTS(counts))
-            counts[c->state]++;
-    }
     pleg_metric_set(pleg->m.running_pods, NULL, running_pods);
-    for (guint s = 0; s < G_N_ELEMENTS(counts); s++)
+    for (guint s = 0; s <= PLEG_CONTAINER_STATE_UNKNOWN; s++)
         pleg_metric_set(pleg->m.running_containers,
-                        (const char *[]){pleg_container_state_to_string(s)}, counts[s]);
+                        (const char *[]){pleg_container_state_to_string(s)}, container_states[s]);
 }
 
 typedef struct {
@@ -395,16 +369,12 @@ reconcile_pods(PlegGeneric *pleg, PodWork *works, guint n, gint64 timestamp_ns)
 gboolean
 relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
 {
-    g_autoptr(GPtrArray) sandboxes = NULL;
-    g_autoptr(GPtrArray) containers = NULL;
-    g_autoptr(GHashTable) pods = NULL;
-    g_autoptr(GPtrArray) uids = NULL;
-    g_autofree PodWork *works = NULL;
+    GByteArray *uids = pleg->relist_uids;
+    GArray *works = pleg->relist_works;
     gint64 start_usec, timestamp_ns, last_ns, last_mono_usec;
     gboolean ok = FALSE;
+    guint running_pods;
     GHashTableIter iter;
-    PodRecord *rec;
-    PodSnapshot *pod;
     const char *uid;
 
     g_mutex_lock(&pleg->relist_lock);
@@ -423,8 +393,9 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
                                    (double)elapsed_usec_since(pleg, last_ns, last_mono_usec) /
                                        G_USEC_PER_SEC);
 
-    if (!pleg_runtime_list_pod_sandboxes(pleg->runtime, &sandboxes, pleg->cancellable, error) ||
-        !pleg_runtime_list_containers(pleg->runtime, NULL, &containers, pleg->cancellable, error)) {
+    pleg_listing_reset(pleg->listing);
+    if (!pleg_runtime_visit_listing(pleg->runtime, &pleg_listing_visitor, pleg->listing,
+                                    pleg->cancellable, error)) {
         g_mutex_lock(&pleg->state_lock);
         g_clear_error(&pleg->last_relist_error);
         pleg->last_relist_error = error && *error ? g_error_copy(*error) : NULL;
@@ -432,41 +403,38 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
         goto out;
     }
 
-    pods = group_pods(sandboxes, containers);
-    update_running_metrics(pleg, pods, containers);
-
     g_mutex_lock(&pleg->state_lock);
     pleg->last_relist_ns = timestamp_ns;
     pleg->last_relist_mono_usec = start_usec;
     g_clear_error(&pleg->last_relist_error);
+    running_pods = pleg_listing_publish(pleg->listing, pleg->records);
+    /* The pods' UIDs are copied, for reconciling may remove a record and free its key; into
+     * memory kept for the next relist, so that a steady relist allocates nothing per pod.  Each
+     * work holds its UID's offset until the copies stop moving. */
+    g_byte_array_set_size(uids, 0);
+    g_array_set_size(works, 0);
     g_hash_table_iter_init(&iter, pleg->records);
-    while (g_hash_table_iter_next(&iter, (gpointer *)&uid, (gpointer *)&rec)) {
-        pod_snapshot_unref(rec->current);
-        rec->current = pod_snapshot_ref(g_hash_table_lookup(pods, uid));
-    }
-    g_hash_table_iter_init(&iter, pods);
-    while (g_hash_table_iter_next(&iter, (gpointer *)&uid, (gpointer *)&pod)) {
-        if (!g_hash_table_contains(pleg->records, uid)) {
-            rec = g_new0(PodRecord, 1);
-            rec->current = pod_snapshot_ref(pod);
-            g_hash_table_insert(pleg->records, g_strdup(uid), rec);
-        }
+    while (g_hash_table_iter_next(&iter, (gpointer *)&uid, NULL)) {
+        PodWork work = {.pod_uid = GUINT_TO_POINTER(uids->len),
+                        .source = PLEG_RELIST_SOURCE_GLOBAL};
+
+        g_byte_array_append(uids, (const guint8 *)uid, strlen(uid) + 1);
+        g_array_append_val(works, work);
     }
     g_atomic_int_set(&pleg->known_pods, (gint)g_hash_table_size(pleg->records));
-    uids = g_ptr_array_new_full(g_hash_table_size(pleg->records), g_free);
-    g_hash_table_iter_init(&iter, pleg->records);
-    while (g_hash_table_iter_next(&iter, (gpointer *)&uid, NULL))
-        g_ptr_array_add(uids, g_strdup(uid));
     g_mutex_unlock(&pleg->state_lock);
+    for (guint i = 0; i < works->len; i++) {
+        PodWork *work = &g_array_index(works, PodWork, i);
+
+        work->pod_uid = (const char *)uids->data + GPOINTER_TO_UINT(work->pod_uid);
+    }
+    update_running_metrics(pleg, running_pods, pleg_listing_get_container_states(pleg->listing));
 
     g_mutex_lock(&pleg->queue_lock);
     pleg->last_global_start_usec = start_usec;
     g_mutex_unlock(&pleg->queue_lock);
 
-    works = g_new0(PodWork, uids->len);
-    for (guint i = 0; i < uids->len; i++)
-        works[i] = (PodWork){.pod_uid = uids->pdata[i], .source = PLEG_RELIST_SOURCE_GLOBAL};
-    reconcile_pods(pleg, works, uids->len, timestamp_ns);
+    reconcile_pods(pleg, (PodWork *)works->data, works->len, timestamp_ns);
 
     g_mutex_lock(&pleg->state_lock);
     redeliver_missed(pleg, NULL);

@@ -15,6 +15,7 @@ struct _PlegRuntime {
     gatomicrefcount ref_count;
     const PlegRuntimeVTable *vtable;
     gpointer impl;
+    PlegRuntimeVisitFunc visit; /* NULL for runtimes built on the public API alone */
 };
 
 PlegRuntime *
@@ -58,6 +59,34 @@ pleg_runtime_list_pod_sandboxes(PlegRuntime *runtime, GPtrArray **ret_sandboxes,
 {
     g_return_val_if_fail(runtime != NULL && ret_sandboxes != NULL, FALSE);
     return runtime->vtable->list_pod_sandboxes(runtime->impl, ret_sandboxes, cancellable, error);
+}
+
+void
+pleg_runtime_set_visit_func(PlegRuntime *runtime, PlegRuntimeVisitFunc func)
+{
+    g_return_if_fail(runtime != NULL);
+    runtime->visit = func;
+}
+
+gboolean
+pleg_runtime_visit_listing(PlegRuntime *runtime, const PlegListingVisitor *visitor, gpointer data,
+                           GCancellable *cancellable, GError **error)
+{
+    g_autoptr(GPtrArray) sandboxes = NULL;
+    g_autoptr(GPtrArray) containers = NULL;
+
+    g_return_val_if_fail(runtime != NULL && visitor != NULL, FALSE);
+
+    if (runtime->visit)
+        return runtime->visit(runtime->impl, visitor, data, cancellable, error);
+    if (!pleg_runtime_list_pod_sandboxes(runtime, &sandboxes, cancellable, error) ||
+        !pleg_runtime_list_containers(runtime, NULL, &containers, cancellable, error))
+        return FALSE;
+    for (guint i = 0; i < sandboxes->len; i++)
+        visitor->sandbox(sandboxes->pdata[i], data);
+    for (guint i = 0; i < containers->len; i++)
+        visitor->container(containers->pdata[i], data);
+    return TRUE;
 }
 
 gboolean

@@ -4,8 +4,8 @@
 
 #include "pleg-generic-private.h"
 
-static PlegState
-state_from_container(PlegContainerState state)
+PlegState
+pleg_state_from_container(PlegContainerState state)
 {
     switch (state) {
     case PLEG_CONTAINER_STATE_RUNNING:
@@ -146,7 +146,7 @@ group_pods(GPtrArray *sandboxes, GPtrArray *containers)
         entry = g_new0(PodEntry, 1);
         entry->id = g_strdup(c->id);
         entry->sandbox_id = g_strdup(c->pod_sandbox_id);
-        entry->state = state_from_container(c->state);
+        entry->state = pleg_state_from_container(c->state);
         entry->created_at_ns = c->created_at_ns;
         g_ptr_array_add(pod->containers, entry);
     }

@@ -7,10 +7,16 @@
 #include "cri-private.h"
 
 /* protobuf-c decodes an absent proto3 string as "": optional texts become NULL instead. */
+static const char *
+nonempty(const char *text)
+{
+    return text && *text ? text : NULL;
+}
+
 static char *
 dup_nonempty(const char *text)
 {
-    return text && *text ? g_strdup(text) : NULL;
+    return g_strdup(nonempty(text));
 }
 
 static PlegPodSandboxState
@@ -44,6 +50,22 @@ find_label(Runtime__V1__Container__LabelsEntry *const *labels, size_t n_labels, 
     return NULL;
 }
 
+void
+cri_view_pod_sandbox(const Runtime__V1__PodSandbox *sandbox, PlegPodSandbox *ret)
+{
+    g_return_if_fail(sandbox != NULL && ret != NULL);
+
+    *ret = (PlegPodSandbox){.id = sandbox->id};
+    if (sandbox->metadata) {
+        ret->name = sandbox->metadata->name;
+        ret->uid = sandbox->metadata->uid;
+        ret->namespace_ = sandbox->metadata->namespace_;
+        ret->attempt = sandbox->metadata->attempt;
+    }
+    ret->state = decode_sandbox_state(sandbox->state);
+    ret->created_at_ns = sandbox->created_at;
+}
+
 PlegPodSandbox *
 cri_decode_pod_sandbox(const Runtime__V1__PodSandbox *sandbox)
 {
@@ -51,41 +73,49 @@ cri_decode_pod_sandbox(const Runtime__V1__PodSandbox *sandbox)
 
     g_return_val_if_fail(sandbox != NULL, NULL);
 
-    ret = g_new0(PlegPodSandbox, 1);
-    ret->id = g_strdup(sandbox->id);
-    if (sandbox->metadata) {
-        ret->name = g_strdup(sandbox->metadata->name);
-        ret->uid = g_strdup(sandbox->metadata->uid);
-        ret->namespace_ = g_strdup(sandbox->metadata->namespace_);
-        ret->attempt = sandbox->metadata->attempt;
-    }
-    ret->state = decode_sandbox_state(sandbox->state);
-    ret->created_at_ns = sandbox->created_at;
+    ret = g_new(PlegPodSandbox, 1);
+    cri_view_pod_sandbox(sandbox, ret);
+    ret->id = g_strdup(ret->id);
+    ret->name = g_strdup(ret->name);
+    ret->uid = g_strdup(ret->uid);
+    ret->namespace_ = g_strdup(ret->namespace_);
     return ret;
+}
+
+void
+cri_view_container(const Runtime__V1__Container *container, PlegContainer *ret)
+{
+    g_return_if_fail(container != NULL && ret != NULL);
+
+    *ret = (PlegContainer){.id = container->id, .pod_sandbox_id = container->pod_sandbox_id};
+    if (container->metadata) {
+        ret->name = container->metadata->name;
+        ret->attempt = container->metadata->attempt;
+    }
+    if (container->image)
+        ret->image = (char *)nonempty(container->image->image);
+    ret->image_ref = (char *)nonempty(container->image_ref);
+    ret->state = decode_container_state(container->state);
+    ret->created_at_ns = container->created_at;
+    ret->pod_uid_label =
+        (char *)find_label(container->labels, container->n_labels, "io.kubernetes.pod.uid");
 }
 
 PlegContainer *
 cri_decode_container(const Runtime__V1__Container *container)
 {
     PlegContainer *ret;
-    const char *pod_uid;
 
     g_return_val_if_fail(container != NULL, NULL);
 
-    ret = g_new0(PlegContainer, 1);
-    ret->id = g_strdup(container->id);
-    ret->pod_sandbox_id = g_strdup(container->pod_sandbox_id);
-    if (container->metadata) {
-        ret->name = g_strdup(container->metadata->name);
-        ret->attempt = container->metadata->attempt;
-    }
-    if (container->image)
-        ret->image = dup_nonempty(container->image->image);
-    ret->image_ref = dup_nonempty(container->image_ref);
-    ret->state = decode_container_state(container->state);
-    ret->created_at_ns = container->created_at;
-    pod_uid = find_label(container->labels, container->n_labels, "io.kubernetes.pod.uid");
-    ret->pod_uid_label = g_strdup(pod_uid);
+    ret = g_new(PlegContainer, 1);
+    cri_view_container(container, ret);
+    ret->id = g_strdup(ret->id);
+    ret->pod_sandbox_id = g_strdup(ret->pod_sandbox_id);
+    ret->name = g_strdup(ret->name);
+    ret->image = g_strdup(ret->image);
+    ret->image_ref = g_strdup(ret->image_ref);
+    ret->pod_uid_label = g_strdup(ret->pod_uid_label);
     return ret;
 }
 

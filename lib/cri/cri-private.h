@@ -296,6 +296,10 @@ CRI_DEFINE_MESSAGE_AUTOPTR(Runtime__V1__ContainerEventResponse)
  */
 PlegPodSandbox *cri_decode_pod_sandbox(const Runtime__V1__PodSandbox *sandbox);
 PlegContainer *cri_decode_container(const Runtime__V1__Container *container);
+/* The same fields as cri_decode_pod_sandbox() and cri_decode_container() into @ret, borrowed
+ * from the message: valid while it is.  The casts drop const: nothing writes through them. */
+void cri_view_pod_sandbox(const Runtime__V1__PodSandbox *sandbox, PlegPodSandbox *ret);
+void cri_view_container(const Runtime__V1__Container *container, PlegContainer *ret);
 PlegPodSandboxStatus *cri_decode_pod_sandbox_status(const Runtime__V1__PodSandboxStatus *status);
 PlegContainerStatus *cri_decode_container_status(const Runtime__V1__ContainerStatus *status);
 

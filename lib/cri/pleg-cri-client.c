@@ -9,6 +9,7 @@
 #include <pleg/pleg-util.h>
 
 #include "cri-private.h"
+#include "pleg-private.h"
 
 /* The two listings a relist makes. */
 typedef enum { LIST_SANDBOXES, LIST_CONTAINERS, N_LISTINGS } Listing;
@@ -284,7 +285,7 @@ list_unary_answered(PlegCriClient *client, Listing listing, gboolean whole, cons
 static gboolean
 list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
             const ProtobufCMessageDescriptor *response_descriptor, CriItemFunc item_func,
-            GPtrArray *items, GCancellable *cancellable, GError **error)
+            gpointer items, GCancellable *cancellable, GError **error)
 {
     g_autoptr(CriStream) stream = cri_stream_start(client->channel, method, request,
                                                    response_descriptor, client->timeout_usec,
@@ -304,23 +305,31 @@ list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *r
     return TRUE;
 }
 
+/* Where a listing's items go: @item_func's data, and how to drop what it was given when the
+ * listing starts again with the unary RPC. */
+typedef struct {
+    CriItemFunc item_func;
+    gpointer data;
+    void (*reset)(gpointer data);
+} ItemSink;
+
 /* Lists through the stream when the gate says so; FALSE with @error on a failure other than
  * UNIMPLEMENTED, and FALSE without an error when the caller must list unary instead. */
 static gboolean
 try_list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
-                const ProtobufCMessageDescriptor *response_descriptor, CriItemFunc item_func,
-                GPtrArray *items, GCancellable *cancellable, GError **error)
+                const ProtobufCMessageDescriptor *response_descriptor, const ItemSink *sink,
+                GCancellable *cancellable, GError **error)
 {
     g_autoptr(GError) local_error = NULL;
 
     if (!list_use_streams(client))
         return FALSE;
-    if (list_stream(client, method, request, response_descriptor, item_func, items, cancellable,
-                    &local_error)) {
+    if (list_stream(client, method, request, response_descriptor, sink->item_func, sink->data,
+                    cancellable, &local_error)) {
         list_streams_answered(client, NULL);
         return TRUE;
     }
-    g_ptr_array_set_size(items, 0);
+    sink->reset(sink->data);
     if (g_error_matches(local_error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_UNIMPLEMENTED)) {
         g_debug("%s, listing with the unary RPC", local_error->message);
         list_streams_answered(client, local_error);
@@ -342,26 +351,27 @@ add_container(const ProtobufCMessage *item, gpointer containers)
     g_ptr_array_add(containers, cri_decode_container((gconstpointer)item));
 }
 
-/* ---- PlegRuntime ---- */
+static void
+clear_array(gpointer array)
+{
+    g_ptr_array_set_size(array, 0);
+}
 
+/* ListPodSandbox, or its stream when the runtime has it, each item given to @sink. */
 static gboolean
-list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
-                   GPtrArray **ret_sandboxes, GCancellable *cancellable, GError **error)
+visit_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
+                    const ItemSink *sink, GCancellable *cancellable, GError **error)
 {
     Runtime__V1__StreamPodSandboxesRequest stream_request =
         RUNTIME__V1__STREAM_POD_SANDBOXES_REQUEST__INIT;
     Runtime__V1__ListPodSandboxRequest request = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
-    g_autoptr(GPtrArray) sandboxes =
-        g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_sandbox_free);
     g_autoptr(GError) local_error = NULL;
 
     stream_request.filter = filter;
     if (try_list_stream(client, "StreamPodSandboxes", &stream_request.base,
-                        &runtime__v1__stream_pod_sandboxes_response__descriptor, add_sandbox,
-                        sandboxes, cancellable, &local_error)) {
-        *ret_sandboxes = g_steal_pointer(&sandboxes);
+                        &runtime__v1__stream_pod_sandboxes_response__descriptor, sink, cancellable,
+                        &local_error))
         return TRUE;
-    }
     if (local_error) {
         g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
@@ -369,13 +379,64 @@ list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
 
     request.filter = filter;
     call_listing(client, "ListPodSandbox", &request.base,
-                 &runtime__v1__list_pod_sandbox_response__descriptor, add_sandbox, sandboxes,
+                 &runtime__v1__list_pod_sandbox_response__descriptor, sink->item_func, sink->data,
                  cancellable, &local_error);
     list_unary_answered(client, LIST_SANDBOXES, filter == NULL, local_error);
     if (local_error) {
         g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
     }
+    return TRUE;
+}
+
+/* ListContainers, or its stream when the runtime has it, each item given to @sink. */
+static gboolean
+visit_containers(PlegCriClient *client, const char *pod_sandbox_id, const ItemSink *sink,
+                 GCancellable *cancellable, GError **error)
+{
+    Runtime__V1__StreamContainersRequest stream_request =
+        RUNTIME__V1__STREAM_CONTAINERS_REQUEST__INIT;
+    Runtime__V1__ListContainersRequest request = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
+    Runtime__V1__ContainerFilter filter = RUNTIME__V1__CONTAINER_FILTER__INIT;
+    g_autoptr(GError) local_error = NULL;
+
+    if (pod_sandbox_id) {
+        filter.pod_sandbox_id = (char *)pod_sandbox_id;
+        request.filter = &filter;
+        stream_request.filter = &filter;
+    }
+    if (try_list_stream(client, "StreamContainers", &stream_request.base,
+                        &runtime__v1__stream_containers_response__descriptor, sink, cancellable,
+                        &local_error))
+        return TRUE;
+    if (local_error) {
+        g_propagate_error(error, g_steal_pointer(&local_error));
+        return FALSE;
+    }
+
+    call_listing(client, "ListContainers", &request.base,
+                 &runtime__v1__list_containers_response__descriptor, sink->item_func, sink->data,
+                 cancellable, &local_error);
+    list_unary_answered(client, LIST_CONTAINERS, pod_sandbox_id == NULL, local_error);
+    if (local_error) {
+        g_propagate_error(error, g_steal_pointer(&local_error));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- PlegRuntime ---- */
+
+static gboolean
+list_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
+                   GPtrArray **ret_sandboxes, GCancellable *cancellable, GError **error)
+{
+    g_autoptr(GPtrArray) sandboxes =
+        g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_sandbox_free);
+    ItemSink sink = {.item_func = add_sandbox, .data = sandboxes, .reset = clear_array};
+
+    if (!visit_pod_sandboxes(client, filter, &sink, cancellable, error))
+        return FALSE;
     *ret_sandboxes = g_steal_pointer(&sandboxes);
     return TRUE;
 }
@@ -419,40 +480,71 @@ static gboolean
 runtime_list_containers(gpointer impl, const char *pod_sandbox_id, GPtrArray **ret_containers,
                         GCancellable *cancellable, GError **error)
 {
-    PlegCriClient *client = impl;
-    Runtime__V1__StreamContainersRequest stream_request = RUNTIME__V1__STREAM_CONTAINERS_REQUEST__INIT;
-    Runtime__V1__ListContainersRequest request = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
-    Runtime__V1__ContainerFilter filter = RUNTIME__V1__CONTAINER_FILTER__INIT;
     g_autoptr(GPtrArray) containers =
         g_ptr_array_new_with_free_func((GDestroyNotify)pleg_container_free);
-    g_autoptr(GError) local_error = NULL;
+    ItemSink sink = {.item_func = add_container, .data = containers, .reset = clear_array};
 
-    if (pod_sandbox_id) {
-        filter.pod_sandbox_id = (char *)pod_sandbox_id;
-        request.filter = &filter;
-        stream_request.filter = &filter;
-    }
-    if (try_list_stream(client, "StreamContainers", &stream_request.base,
-                        &runtime__v1__stream_containers_response__descriptor, add_container,
-                        containers, cancellable, &local_error)) {
-        *ret_containers = g_steal_pointer(&containers);
-        return TRUE;
-    }
-    if (local_error) {
-        g_propagate_error(error, g_steal_pointer(&local_error));
+    if (!visit_containers(impl, pod_sandbox_id, &sink, cancellable, error))
         return FALSE;
-    }
-
-    call_listing(client, "ListContainers", &request.base,
-                 &runtime__v1__list_containers_response__descriptor, add_container, containers,
-                 cancellable, &local_error);
-    list_unary_answered(client, LIST_CONTAINERS, pod_sandbox_id == NULL, local_error);
-    if (local_error) {
-        g_propagate_error(error, g_steal_pointer(&local_error));
-        return FALSE;
-    }
     *ret_containers = g_steal_pointer(&containers);
     return TRUE;
+}
+
+/* The Generic PLEG's global listing (pleg_runtime_visit_listing()): each item viewed in place
+ * in its arena and handed borrowed, so that no text of it is copied into an allocation of its
+ * own. */
+typedef struct {
+    const PlegListingVisitor *visitor;
+    gpointer data;
+} Visit;
+
+static void
+visit_sandbox(const ProtobufCMessage *item, gpointer data)
+{
+    Visit *visit = data;
+    PlegPodSandbox sandbox;
+
+    cri_view_pod_sandbox((gconstpointer)item, &sandbox);
+    visit->visitor->sandbox(&sandbox, visit->data);
+}
+
+static void
+visit_container(const ProtobufCMessage *item, gpointer data)
+{
+    Visit *visit = data;
+    PlegContainer container;
+
+    cri_view_container((gconstpointer)item, &container);
+    visit->visitor->container(&container, visit->data);
+}
+
+static void
+restart_sandboxes(gpointer data)
+{
+    Visit *visit = data;
+
+    visit->visitor->restart(TRUE, visit->data);
+}
+
+static void
+restart_containers(gpointer data)
+{
+    Visit *visit = data;
+
+    visit->visitor->restart(FALSE, visit->data);
+}
+
+static gboolean
+runtime_visit_listing(gpointer impl, const PlegListingVisitor *visitor, gpointer data,
+                      GCancellable *cancellable, GError **error)
+{
+    Visit visit = {.visitor = visitor, .data = data};
+    ItemSink sandboxes = {.item_func = visit_sandbox, .data = &visit, .reset = restart_sandboxes};
+    ItemSink containers = {
+        .item_func = visit_container, .data = &visit, .reset = restart_containers};
+
+    return visit_pod_sandboxes(impl, NULL, &sandboxes, cancellable, error) &&
+           visit_containers(impl, NULL, &containers, cancellable, error);
 }
 
 static void
@@ -574,6 +666,10 @@ static const PlegRuntimeVTable cri_runtime_vtable = {
 PlegRuntime *
 pleg_cri_client_as_runtime(PlegCriClient *client)
 {
+    PlegRuntime *runtime;
+
     g_return_val_if_fail(client != NULL, NULL);
-    return pleg_runtime_new(&cri_runtime_vtable, pleg_cri_client_ref(client));
+    runtime = pleg_runtime_new(&cri_runtime_vtable, pleg_cri_client_ref(client));
+    pleg_runtime_set_visit_func(runtime, runtime_visit_listing);
+    return runtime;
 }

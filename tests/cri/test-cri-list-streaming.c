@@ -393,6 +393,30 @@ START_TEST(test_same_events_either_path)
 }
 END_TEST
 
+/* A global relist hands the PLEG its listing item by item (pleg_runtime_visit_listing()); one
+ * whose streams turn out unimplemented lists unary within the same relist, and must give the
+ * events a unary PLEG gives.  (What a restart drops is tests/core/test-listing.c's.) */
+START_TEST(test_same_events_when_streams_unimplemented)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+    g_autoptr(Pleg) unary = pleg_new(fx, FALSE);
+    g_autoptr(Pleg) streams = pleg_new(fx, TRUE);
+    g_autofree char *a = NULL, *b = NULL;
+
+    cri_sim_set_list_streams_unimplemented(fx->sim, TRUE);
+    run(fx, "pod p1");
+    run(fx, "container p1 c1");
+    run(fx, "start c1");
+    a = relist_events(unary, TRUE);
+    b = relist_events(streams, TRUE);
+    ck_assert_str_eq(a, b);
+    ck_assert_msg(*a, "the relist gave no event");
+    ck_assert_int_eq(pleg_cri_client_get_list_path(streams->client), PLEG_CRI_LIST_UNARY_FALLBACK);
+    /* The sandboxes' stream was refused; the containers then went unary with them. */
+    ck_assert_uint_eq(cri_sim_get_n_calls(fx->sim, "StreamPodSandboxes"), 1);
+}
+END_TEST
+
 /* What a relist leaves behind after a listing error: the pod cache entry, the last relist time
  * and health, and the events found once the runtime answers again. */
 typedef struct {
@@ -504,6 +528,7 @@ suite(void)
     tc = tcase_create("pleg");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_same_events_either_path);
+    tcase_add_test(tc, test_same_events_when_streams_unimplemented);
     tcase_add_test(tc, test_mid_stream_failure_like_unary_failure);
     suite_add_tcase(s, tc);
     return s;
