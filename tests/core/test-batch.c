@@ -160,6 +160,17 @@ dispatcher_fixture(gint64 period_usec)
     return dispatcher_fixture_full(period_usec, 0);
 }
 
+/* Holds the dispatcher inside a targeted relist of pod1 (its listing of sandbox s1's
+ * containers), asked by the evented PLEG, until fake_runtime_unblock(). */
+static void
+hold_in_pod1_relist(Fixture *fx)
+{
+    fake_runtime_block(fx->fake, FAKE_OP_LIST_CONTAINERS, "s1");
+    ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod1", PLEG_RELIST_SOURCE_EVENTED_PLEG),
+                     PLEG_RELIST_REQUEST_QUEUED);
+    ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
+}
+
 static const PlegPodLifecycleEvent *
 find_event(GPtrArray *events, const char *pod_uid, const char *id)
 {
@@ -201,11 +212,7 @@ START_TEST(test_queued_requests_one_pass)
     fake_runtime_add_container(fx->fake, "c2", "s2", PLEG_CONTAINER_STATE_RUNNING);
     fake_runtime_add_container(fx->fake, "c3", "s3", PLEG_CONTAINER_STATE_RUNNING);
     fake_runtime_add_container(fx->fake, "c4", "s4", PLEG_CONTAINER_STATE_RUNNING);
-    /* Hold the dispatcher inside pod1's relist (its listing of sandbox s1's containers). */
-    fake_runtime_block(fx->fake, FAKE_OP_LIST_CONTAINERS, "s1");
-    ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod1", PLEG_RELIST_SOURCE_EVENTED_PLEG),
-                     PLEG_RELIST_REQUEST_QUEUED);
-    ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
+    hold_in_pod1_relist(fx);
     for (guint i = 1; i < G_N_ELEMENTS(asked); i++)
         ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, asked[i].uid, asked[i].source),
                          PLEG_RELIST_REQUEST_QUEUED);
@@ -257,10 +264,7 @@ START_TEST(test_due_global_first_covers_queue)
     pleg_generic_start(fx->pleg);
     g_ptr_array_unref(wait_events(fx, 3, WAIT_USEC));
 
-    fake_runtime_block(fx->fake, FAKE_OP_LIST_CONTAINERS, "s1");
-    ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod1", PLEG_RELIST_SOURCE_EVENTED_PLEG),
-                     PLEG_RELIST_REQUEST_QUEUED);
-    ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
+    hold_in_pod1_relist(fx);
     ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod0", PLEG_RELIST_SOURCE_POST_SYNC),
                      PLEG_RELIST_REQUEST_QUEUED);
     ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod2", PLEG_RELIST_SOURCE_POST_SYNC),
@@ -298,10 +302,7 @@ START_TEST(test_pass_takes_past_capacity)
 
         fake_runtime_add_container(fx->fake, id, sandbox, PLEG_CONTAINER_STATE_RUNNING);
     }
-    fake_runtime_block(fx->fake, FAKE_OP_LIST_CONTAINERS, "s1");
-    ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod1", PLEG_RELIST_SOURCE_EVENTED_PLEG),
-                     PLEG_RELIST_REQUEST_QUEUED);
-    ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
+    hold_in_pod1_relist(fx);
     for (guint i = 0; i < G_N_ELEMENTS(asked); i++)
         ck_assert_int_eq(
             pleg_generic_request_relist(fx->pleg, asked[i], PLEG_RELIST_SOURCE_EVENTED_PLEG),
@@ -337,10 +338,7 @@ START_TEST(test_next_pass_bounded)
     pleg_generic_start(fx->pleg);
     g_ptr_array_unref(wait_events(fx, 3, WAIT_USEC));
 
-    fake_runtime_block(fx->fake, FAKE_OP_LIST_CONTAINERS, "s1");
-    ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod1", PLEG_RELIST_SOURCE_EVENTED_PLEG),
-                     PLEG_RELIST_REQUEST_QUEUED);
-    ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
+    hold_in_pod1_relist(fx);
     /* Three pods known: the next pass takes three unknown ones, and more of the same pods. */
     for (guint i = 0; i < 3; i++) {
         g_autofree char *uid = g_strdup_printf("ghost%u", i);
