@@ -197,17 +197,32 @@ pleg_generic_resume_pod(PlegGeneric *pleg, const char *pod_uid)
         count_request(pleg, source, "dropped");
 }
 
-/* Counts every request of @pp as covered by the last global relist.  Called with queue_lock
+/* Counts @n requests of @source as covered by the last global relist.  Called with queue_lock
  * held; returns with it held. */
 static void
-count_covered(PlegGeneric *pleg, const NextPassPod *pp)
+count_covered(PlegGeneric *pleg, PlegRelistSource source, guint n)
 {
+    if (n == 0)
+        return;
     g_mutex_unlock(&pleg->queue_lock);
-    for (guint s = 0; s < PLEG_RELIST_SOURCE_N; s++) {
-        for (guint i = 0; i < pp->n_requests[s]; i++)
-            count_request(pleg, s, "covered");
-    }
+    for (guint i = 0; i < n; i++)
+        count_request(pleg, source, "covered");
     g_mutex_lock(&pleg->queue_lock);
+}
+
+/* The pods of one pass, as relist_pods() takes them. */
+typedef struct {
+    GPtrArray *uids;    /* char *, owned */
+    GArray *sources;    /* PlegRelistSource */
+    GArray *n_requests; /* guint */
+} Pass;
+
+static void
+pass_add(Pass *pass, char *pod_uid, PlegRelistSource source, guint n_requests)
+{
+    g_ptr_array_add(pass->uids, pod_uid);
+    g_array_append_val(pass->sources, source);
+    g_array_append_val(pass->n_requests, n_requests);
 }
 
 /* Serves, in one pass, the pods taken while the last pass ran, then every request queued now: a
@@ -220,39 +235,30 @@ serve_requests(PlegGeneric *pleg)
 {
     g_autoptr(GPtrArray) uids = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GArray) sources = g_array_new(FALSE, FALSE, sizeof(PlegRelistSource));
-    g_autoptr(GArray) counts = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_autoptr(GArray) n_requests = g_array_new(FALSE, FALSE, sizeof(guint));
+    Pass pass = {uids, sources, n_requests};
     g_autoptr(GError) error = NULL;
     NextPassPod *pp;
     RelistRequest *req;
 
     g_hash_table_remove_all(pleg->next_pass);
     while ((pp = g_queue_pop_head(&pleg->next_pass_order))) {
-        if (pp->newest_usec < pleg->last_global_start_usec) {
-            count_covered(pleg, pp);
-            next_pass_pod_free(pp);
-        } else {
-            guint n = 0;
+        guint n = 0;
 
-            for (guint s = 0; s < PLEG_RELIST_SOURCE_N; s++)
-                n += pp->n_requests[s];
-            g_ptr_array_add(uids, g_steal_pointer(&pp->pod_uid));
-            g_array_append_val(sources, pp->source);
-            g_array_append_val(counts, n);
-            next_pass_pod_free(pp);
+        for (guint s = 0; s < PLEG_RELIST_SOURCE_N; s++) {
+            if (pp->newest_usec < pleg->last_global_start_usec)
+                count_covered(pleg, s, pp->n_requests[s]);
+            n += pp->n_requests[s];
         }
+        if (pp->newest_usec >= pleg->last_global_start_usec)
+            pass_add(&pass, g_steal_pointer(&pp->pod_uid), pp->source, n);
+        next_pass_pod_free(pp);
     }
     while ((req = g_queue_pop_head(&pleg->queue))) {
-        if (req->enqueued_usec < pleg->last_global_start_usec) {
-            g_mutex_unlock(&pleg->queue_lock);
-            count_request(pleg, req->source, "covered");
-            g_mutex_lock(&pleg->queue_lock);
-        } else {
-            guint one = 1;
-
-            g_ptr_array_add(uids, g_steal_pointer(&req->pod_uid));
-            g_array_append_val(sources, req->source);
-            g_array_append_val(counts, one);
-        }
+        if (req->enqueued_usec < pleg->last_global_start_usec)
+            count_covered(pleg, req->source, 1);
+        else
+            pass_add(&pass, g_steal_pointer(&req->pod_uid), req->source, 1);
         relist_request_free(req);
     }
     if (uids->len == 0)
@@ -261,7 +267,7 @@ serve_requests(PlegGeneric *pleg)
     g_mutex_unlock(&pleg->queue_lock);
 
     if (!relist_pods(pleg, (const char *const *)uids->pdata, (PlegRelistSource *)sources->data,
-                     (guint *)counts->data, uids->len, &error))
+                     (guint *)n_requests->data, uids->len, &error))
         g_debug("relist of %u pods failed: %s", uids->len, error->message);
     g_mutex_lock(&pleg->queue_lock);
     pleg->pass_running = FALSE;
