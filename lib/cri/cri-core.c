@@ -533,16 +533,128 @@ unary_finish(CriChannel *self, Unary *u)
     grpc_call_unref(u->call);
 }
 
+/* Starts what @feed gives, at most @max_in_flight at once, on one completion queue, and hands
+ * each call back as it ends.  @one_deadline: every call ends by @timeout_usec from now, else
+ * each by @timeout_usec from its start. */
+static void
+drive(CriChannel *self, const CriCallFeed *feed, gpointer data, guint max_in_flight,
+      gint64 timeout_usec, gboolean one_deadline, GCancellable *cancellable)
+{
+    InFlight in_flight = {0};
+    g_autofree Unary *slots = g_new0(Unary, max_in_flight);
+    g_autofree Unary **free_slots = g_new(Unary *, max_in_flight);
+    guint n_free = max_in_flight;
+    gpr_timespec deadline = deadline_from_timeout(timeout_usec);
+    grpc_completion_queue *cq;
+    gulong cancel_id = 0;
+    gboolean more = TRUE;
+
+    for (guint i = 0; i < max_in_flight; i++)
+        free_slots[i] = &slots[i];
+    g_mutex_init(&in_flight.lock);
+    in_flight.calls = g_ptr_array_new();
+    cq = grpc_completion_queue_create_for_next(NULL);
+    /* Runs the handler at once if @cancellable is already cancelled. */
+    if (cancellable)
+        cancel_id =
+            g_cancellable_connect(cancellable, G_CALLBACK(on_calls_cancelled), &in_flight, NULL);
+
+    for (;;) {
+        grpc_event event;
+        Unary *done;
+
+        while (more && n_free > 0) {
+            CriUnaryCall *spec = feed->next(data);
+            Unary *u;
+            gboolean cancelled;
+
+            if (!spec) {
+                more = FALSE;
+                break;
+            }
+            spec->response = NULL;
+            spec->error = NULL;
+            g_mutex_lock(&in_flight.lock);
+            cancelled = in_flight.cancelled;
+            g_mutex_unlock(&in_flight.lock);
+            if (cancelled) {
+                g_set_error(&spec->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_CANCELLED, "%s: %s: %s",
+                            self->shown_endpoint, spec->method, "call cancelled");
+                feed->done(spec, data);
+                continue;
+            }
+            u = free_slots[--n_free];
+            u->spec = spec;
+            if (!unary_start(self, u, cq,
+                             one_deadline ? deadline : deadline_from_timeout(timeout_usec))) {
+                unary_finish(self, u);
+                free_slots[n_free++] = u;
+                feed->done(spec, data);
+                continue;
+            }
+            g_mutex_lock(&in_flight.lock);
+            g_ptr_array_add(in_flight.calls, u->call);
+            if (in_flight.cancelled)
+                grpc_call_cancel(u->call, NULL);
+            g_mutex_unlock(&in_flight.lock);
+        }
+        if (n_free == max_in_flight)
+            break;
+
+        event = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        g_assert(event.type == GRPC_OP_COMPLETE);
+        done = event.tag;
+        g_mutex_lock(&in_flight.lock);
+        g_ptr_array_remove_fast(in_flight.calls, done->call);
+        g_mutex_unlock(&in_flight.lock);
+        unary_finish(self, done);
+        free_slots[n_free++] = done;
+        feed->done(done->spec, data);
+        more = TRUE;
+    }
+
+    /* Blocks while a concurrent handler runs, so it never sees @in_flight gone. */
+    if (cancel_id)
+        g_cancellable_disconnect(cancellable, cancel_id);
+    destroy_queue(cq);
+    g_ptr_array_unref(in_flight.calls);
+    g_mutex_clear(&in_flight.lock);
+}
+
+void
+cri_channel_drive(CriChannel *self, const CriCallFeed *feed, gpointer data, guint max_in_flight,
+                  gint64 timeout_usec, GCancellable *cancellable)
+{
+    g_return_if_fail(self != NULL && feed != NULL && max_in_flight > 0);
+    drive(self, feed, data, max_in_flight, timeout_usec, FALSE, cancellable);
+}
+
+/* cri_channel_call_many()'s feed: the array in order. */
+typedef struct {
+    CriUnaryCall *calls;
+    guint n_calls;
+    guint next;
+} CallArray;
+
+static CriUnaryCall *
+call_array_next(gpointer data)
+{
+    CallArray *array = data;
+
+    return array->next < array->n_calls ? &array->calls[array->next++] : NULL;
+}
+
+static void
+call_array_done(CriUnaryCall *call, gpointer data)
+{
+}
+
 void
 cri_channel_call_many(CriChannel *self, CriUnaryCall *calls, guint n_calls, gint64 timeout_usec,
                       GCancellable *cancellable)
 {
-    InFlight in_flight = {0};
-    g_autofree Unary *unary = NULL;
-    gpr_timespec deadline;
-    grpc_completion_queue *cq;
-    gulong cancel_id = 0;
-    guint next = 0, running = 0;
+    static const CriCallFeed feed = {call_array_next, call_array_done};
+    CallArray array = {calls, n_calls, 0};
 
     g_return_if_fail(self != NULL);
     g_return_if_fail(n_calls == 0 || calls != NULL);
@@ -558,63 +670,8 @@ cri_channel_call_many(CriChannel *self, CriUnaryCall *calls, guint n_calls, gint
 
     /* One deadline for the batch: calls that wait for a free slot get no extra time, so a
      * runtime that stops answering costs one timeout, however many calls there are. */
-    deadline = deadline_from_timeout(timeout_usec);
-    g_mutex_init(&in_flight.lock);
-    in_flight.calls = g_ptr_array_new();
-    unary = g_new0(Unary, n_calls);
-    cq = grpc_completion_queue_create_for_next(NULL);
-    /* Runs the handler at once if @cancellable is already cancelled. */
-    if (cancellable)
-        cancel_id =
-            g_cancellable_connect(cancellable, G_CALLBACK(on_calls_cancelled), &in_flight, NULL);
-
-    while (next < n_calls || running > 0) {
-        grpc_event event;
-        Unary *done;
-
-        while (next < n_calls && running < CRI_CALLS_IN_FLIGHT_MAX) {
-            Unary *u = &unary[next++];
-            gboolean cancelled;
-
-            u->spec = &calls[u - unary];
-            g_mutex_lock(&in_flight.lock);
-            cancelled = in_flight.cancelled;
-            g_mutex_unlock(&in_flight.lock);
-            if (cancelled) {
-                g_set_error(&u->spec->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_CANCELLED, "%s: %s: %s",
-                            self->shown_endpoint, u->spec->method, "call cancelled");
-                continue;
-            }
-            if (!unary_start(self, u, cq, deadline)) {
-                unary_finish(self, u);
-                continue;
-            }
-            g_mutex_lock(&in_flight.lock);
-            g_ptr_array_add(in_flight.calls, u->call);
-            if (in_flight.cancelled)
-                grpc_call_cancel(u->call, NULL);
-            g_mutex_unlock(&in_flight.lock);
-            running++;
-        }
-        if (running == 0)
-            break;
-
-        event = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
-        g_assert(event.type == GRPC_OP_COMPLETE);
-        done = event.tag;
-        g_mutex_lock(&in_flight.lock);
-        g_ptr_array_remove_fast(in_flight.calls, done->call);
-        g_mutex_unlock(&in_flight.lock);
-        running--;
-        unary_finish(self, done);
-    }
-
-    /* Blocks while a concurrent handler runs, so it never sees @in_flight gone. */
-    if (cancel_id)
-        g_cancellable_disconnect(cancellable, cancel_id);
-    destroy_queue(cq);
-    g_ptr_array_unref(in_flight.calls);
-    g_mutex_clear(&in_flight.lock);
+    drive(self, &feed, &array, MIN(n_calls, CRI_CALLS_IN_FLIGHT_MAX), timeout_usec, TRUE,
+          cancellable);
 }
 
 ProtobufCMessage *

@@ -198,6 +198,35 @@ typedef struct {
 void cri_channel_call_many(CriChannel *channel, CriUnaryCall *calls, guint n_calls,
                            gint64 timeout_usec, GCancellable *cancellable);
 
+/**
+ * CriCallFeed:
+ * @next: the next call to start (its first three fields filled in, and @arena if it wants), or
+ *   %NULL when none is ready until one in flight ends.
+ * @done: @call ended with its @response or its @error; the call is the caller's again.
+ *
+ * The calls of a cri_channel_drive(), given and handed back one at a time on the thread that
+ * drives.
+ */
+typedef struct {
+    CriUnaryCall *(*next)(gpointer data);
+    void (*done)(CriUnaryCall *call, gpointer data);
+} CriCallFeed;
+
+/**
+ * cri_channel_drive:
+ * @max_in_flight: calls in flight at most; more start as they end.
+ * @timeout_usec: each call's deadline, from when it starts; <= 0 means none.
+ * @cancellable: (nullable): cancelling it cancels the calls in flight and fails those the feed
+ *   still gives with %PLEG_CRI_ERROR_CANCELLED, without sending them.
+ *
+ * Unary RPCs on one completion queue, as cri_channel_call_many(), but taken from @feed as places
+ * free up and handed back as each ends, so that one thread keeps up to @max_in_flight calls of
+ * many callers in flight and each caller hears of its own as soon as they end.  Returns when
+ * @feed gives %NULL with nothing in flight.  Safe from any number of threads at once.
+ */
+void cri_channel_drive(CriChannel *channel, const CriCallFeed *feed, gpointer data,
+                       guint max_in_flight, gint64 timeout_usec, GCancellable *cancellable);
+
 typedef struct _CriStream CriStream;
 
 /**

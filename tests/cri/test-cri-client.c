@@ -744,6 +744,181 @@ START_TEST(test_get_statuses_one_deadline)
 }
 END_TEST
 
+/* cri_channel_drive(): calls taken from a feed as places free up, handed back as each ends. */
+typedef struct {
+    CriUnaryCall calls[8];
+    Runtime__V1__ContainerStatusRequest container_requests[8];
+    Runtime__V1__PodSandboxStatusRequest sandbox_requests[8];
+    guint n_calls;
+    guint next;
+    guint in_flight;
+    guint max_in_flight;
+    guint done_order[8];
+    guint n_done;
+} DriveFeed;
+
+/* @n_containers ContainerStatus calls, then PodSandboxStatus calls up to @n_calls, all for ids
+ * the runtime does not have. */
+static void
+drive_feed_init(DriveFeed *feed, guint n_calls, guint n_containers)
+{
+    memset(feed, 0, sizeof(*feed));
+    feed->n_calls = n_calls;
+    for (guint i = 0; i < n_calls; i++) {
+        CriUnaryCall *call = &feed->calls[i];
+
+        if (i < n_containers) {
+            feed->container_requests[i] =
+                (Runtime__V1__ContainerStatusRequest)RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
+            feed->container_requests[i].container_id = "ctr-hung";
+            call->method = "ContainerStatus";
+            call->request = &feed->container_requests[i].base;
+            call->response_descriptor = &runtime__v1__container_status_response__descriptor;
+        } else {
+            feed->sandbox_requests[i] =
+                (Runtime__V1__PodSandboxStatusRequest)RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
+            feed->sandbox_requests[i].pod_sandbox_id = "sandbox-gone";
+            call->method = "PodSandboxStatus";
+            call->request = &feed->sandbox_requests[i].base;
+            call->response_descriptor = &runtime__v1__pod_sandbox_status_response__descriptor;
+        }
+    }
+}
+
+static CriUnaryCall *
+drive_feed_next(gpointer data)
+{
+    DriveFeed *feed = data;
+
+    if (feed->next == feed->n_calls)
+        return NULL;
+    feed->in_flight++;
+    feed->max_in_flight = MAX(feed->max_in_flight, feed->in_flight);
+    return &feed->calls[feed->next++];
+}
+
+static void
+drive_feed_done(CriUnaryCall *call, gpointer data)
+{
+    DriveFeed *feed = data;
+
+    feed->in_flight--;
+    feed->done_order[feed->n_done++] = (guint)(call - feed->calls);
+    g_clear_pointer(&call->response, cri_message_free);
+}
+
+static const CriCallFeed drive_feed = {drive_feed_next, drive_feed_done};
+
+/* Two calls that hang to their deadline hold two of three places: the six after them go through
+ * the third, each handed back as it ends, before the hung ones end. */
+START_TEST(test_drive_hung_call_holds_back_no_other)
+{
+    g_autofree char *path = socket_path("sim.sock");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CriSim) sim = cri_sim_new(path, &error);
+    g_autoptr(CriChannel) channel = cri_channel_new(path, &error);
+    DriveFeed feed;
+
+    ck_assert_ptr_nonnull(sim);
+    drive_feed_init(&feed, 8, 2);
+    cri_sim_set_delay(sim, "ContainerStatus", -1);
+
+    cri_channel_drive(channel, &drive_feed, &feed, 3, 2 * G_USEC_PER_SEC, NULL);
+
+    ck_assert_uint_eq(feed.n_done, 8);
+    ck_assert_uint_eq(feed.max_in_flight, 3);
+    for (guint i = 0; i < 6; i++) {
+        ck_assert_uint_eq(feed.done_order[i], 2 + i);
+        assert_cri_error(feed.calls[2 + i].error, PLEG_CRI_ERROR_NOT_FOUND, path,
+                         "PodSandboxStatus");
+    }
+    for (guint i = 0; i < 2; i++) {
+        ck_assert_uint_lt(feed.done_order[6 + i], 2);
+        assert_cri_error(feed.calls[i].error, PLEG_CRI_ERROR_DEADLINE_EXCEEDED, path,
+                         "ContainerStatus");
+    }
+    ck_assert_uint_eq(cri_sim_get_n_calls(sim, "ContainerStatus"), 2);
+    ck_assert_uint_eq(cri_sim_get_n_calls(sim, "PodSandboxStatus"), 6);
+    for (guint i = 0; i < 8; i++)
+        g_clear_error(&feed.calls[i].error);
+}
+END_TEST
+
+/* Each call's deadline runs from its own start, not the drive's: with one place, two hung calls
+ * take two deadlines one after the other (where cri_channel_call_many() would take one). */
+START_TEST(test_drive_deadline_per_call)
+{
+    g_autofree char *path = socket_path("sim.sock");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CriSim) sim = cri_sim_new(path, &error);
+    g_autoptr(CriChannel) channel = cri_channel_new(path, &error);
+    const gint64 timeout_usec = 300 * 1000;
+    DriveFeed feed;
+    gint64 start;
+
+    ck_assert_ptr_nonnull(sim);
+    drive_feed_init(&feed, 2, 2);
+    cri_sim_set_delay(sim, "ContainerStatus", -1);
+
+    start = g_get_monotonic_time();
+    cri_channel_drive(channel, &drive_feed, &feed, 1, timeout_usec, NULL);
+    ck_assert_int_ge(g_get_monotonic_time() - start, 2 * timeout_usec);
+    ck_assert_uint_eq(feed.max_in_flight, 1);
+    for (guint i = 0; i < 2; i++) {
+        ck_assert_uint_eq(feed.done_order[i], i);
+        assert_cri_error(feed.calls[i].error, PLEG_CRI_ERROR_DEADLINE_EXCEEDED, path,
+                         "ContainerStatus");
+        g_clear_error(&feed.calls[i].error);
+    }
+}
+END_TEST
+
+typedef struct {
+    CriChannel *channel;
+    DriveFeed *feed;
+    GCancellable *cancellable;
+} DriveData;
+
+static gpointer
+drive_main(gpointer data)
+{
+    DriveData *d = data;
+
+    cri_channel_drive(d->channel, &drive_feed, d->feed, 2, 0, d->cancellable);
+    return NULL;
+}
+
+/* Cancelling ends the calls in flight and fails the rest unsent; every call is handed back. */
+START_TEST(test_drive_cancel)
+{
+    g_autofree char *path = socket_path("sim.sock");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CriSim) sim = cri_sim_new(path, &error);
+    g_autoptr(CriChannel) channel = cri_channel_new(path, &error);
+    g_autoptr(GCancellable) cancellable = g_cancellable_new();
+    DriveFeed feed;
+    DriveData data = {channel, &feed, cancellable};
+    CallsWait wait = {sim, 2};
+    GThread *thread;
+
+    ck_assert_ptr_nonnull(sim);
+    drive_feed_init(&feed, 5, 5);
+    cri_sim_set_delay(sim, "ContainerStatus", -1);
+
+    thread = g_thread_new("drive", drive_main, &data);
+    ck_assert(wait_until(container_status_calls_reached, &wait, 30 * G_USEC_PER_SEC));
+    g_cancellable_cancel(cancellable);
+    g_thread_join(thread);
+
+    ck_assert_uint_eq(cri_sim_get_n_calls(sim, "ContainerStatus"), 2);
+    ck_assert_uint_eq(feed.n_done, 5);
+    for (guint i = 0; i < 5; i++) {
+        assert_cri_error(feed.calls[i].error, PLEG_CRI_ERROR_CANCELLED, path, "ContainerStatus");
+        g_clear_error(&feed.calls[i].error);
+    }
+}
+END_TEST
+
 START_TEST(test_runtime_outlives_client)
 {
     g_autofree char *path = socket_path("cri.sock");
@@ -1105,6 +1280,9 @@ cri_client_suite(void)
     tcase_add_test(calls, test_get_statuses);
     tcase_add_test(calls, test_get_statuses_in_flight_together);
     tcase_add_test(calls, test_get_statuses_one_deadline);
+    tcase_add_test(calls, test_drive_hung_call_holds_back_no_other);
+    tcase_add_test(calls, test_drive_deadline_per_call);
+    tcase_add_test(calls, test_drive_cancel);
     tcase_add_test(calls, test_runtime_outlives_client);
     tcase_add_test(calls, test_concurrent_calls);
     tcase_add_test(calls, test_listing_item_by_item);
