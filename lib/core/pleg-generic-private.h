@@ -9,7 +9,8 @@
  *   pleg-listing.c        a global relist's listing, grouped into the records' snapshots
  *   pleg-transitions.c    the transition table: two snapshots in, transitions out (pure)
  *   pleg-delivery.c       events built and pushed; what a full channel missed, redelivered
- *   pleg-reconcile.c      inspection, reconcile of one pod, global and targeted relists
+ *   pleg-inspect.c        inspection: a relist's status calls under one bound, pod by pod
+ *   pleg-reconcile.c      reconcile of one pod, global and targeted relists
  *   pleg-dispatcher.c     the RequestRelist queue, pod suspension, the dispatcher thread
  *   pleg-relist-notice.c  the relist callback, called back in the host's GMainContext
  *
@@ -119,7 +120,8 @@ typedef struct {
     PodSnapshot *current; /* what to inspect; NULL when the pod is gone */
     PodSnapshot *old;     /* keeps the transitions' ids alive */
     gboolean reinspect;
-    gboolean fresh; /* the result: see reconcile_publish() */
+    gboolean inspect; /* the runtime is to be asked for the pod's status (pleg-inspect.c) */
+    gboolean fresh;   /* the result: see reconcile_publish() */
 } PodWork;
 
 /* The outcomes of a RequestRelist, the values of kubelet_pleg_relist_requests_total's label. */
@@ -165,7 +167,6 @@ struct _PlegGeneric {
     GByteArray *relist_uids; /* the UIDs of its pods */
     GArray *relist_works;    /* PodWork (pleg-reconcile.c), one a pod */
     GCancellable *cancellable;
-    GThreadPool *reconcile_pool; /* inspections of a relist's pods, one task a pod */
 
     GMutex state_lock;
     GHashTable *records; /* pod uid -> PodRecord */
@@ -267,10 +268,18 @@ G_GNUC_INTERNAL void redeliver_missed(PlegGeneric *pleg, const char *pod_uid);
 G_GNUC_INTERNAL void missed_free(Missed *m);
 G_GNUC_INTERNAL void subscriber_free(Subscriber *sub);
 
+/* pleg-inspect.c: called once for each pod inspected, with its status or the failure that
+ * stopped its inspection (one of them set, both borrowed). */
+typedef void (*PodInspectedFunc)(PodWork *work, PlegPodStatus *status, const GError *error,
+                                 gpointer data);
+/* Inspects the pods of @works[0..n) whose inspect is set, their status calls in flight together
+ * under max_status_calls_in_flight; calls @func on this thread as each pod's calls are answered.
+ * Called with relist_lock held and no other lock. */
+G_GNUC_INTERNAL void inspect_pods(PlegGeneric *pleg, PodWork *works, guint n, PodInspectedFunc func,
+                                  gpointer data);
+
 /* pleg-reconcile.c */
 G_GNUC_INTERNAL void record_free(PodRecord *rec);
-/* The reconcile pool's GFunc. */
-G_GNUC_INTERNAL void reconcile_task(gpointer data, gpointer user_data);
 /* Takes relist_lock.  @ret_timestamp_ns: Unix ns at which the relist started. */
 G_GNUC_INTERNAL gboolean relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error);
 /* Targeted relists of @n pods at once (@pod_uids[i] asked by @sources[i], @n_requests[i] times,

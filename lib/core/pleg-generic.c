@@ -203,10 +203,6 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
     pleg->relist_uids = g_byte_array_new();
     pleg->relist_works = g_array_new(FALSE, TRUE, sizeof(PodWork));
     pleg->cancellable = g_cancellable_new();
-    pleg->reconcile_pool = g_thread_pool_new(reconcile_task, NULL,
-                                             (gint)MIN(pleg->config.max_status_calls_in_flight,
-                                                       G_MAXINT),
-                                             FALSE, NULL);
 
     g_mutex_init(&pleg->state_lock);
     pleg->records =
@@ -247,7 +243,6 @@ pleg_generic_free(PlegGeneric *pleg)
     g_mutex_clear(&pleg->queue_lock);
     g_mutex_clear(&pleg->state_lock);
     g_mutex_clear(&pleg->relist_lock);
-    g_thread_pool_free(pleg->reconcile_pool, FALSE, TRUE);
     g_object_unref(pleg->cancellable);
     g_clear_error(&pleg->last_relist_error);
     pleg_pod_cache_free(pleg->cache);

@@ -53,3 +53,30 @@ G_GNUC_INTERNAL gboolean pleg_runtime_visit_listing(PlegRuntime *runtime,
                                                     const PlegListingVisitor *visitor,
                                                     gpointer data, GCancellable *cancellable,
                                                     GError **error);
+
+/* pleg-runtime.c: the status calls of a relist's inspections, fed to the runtime one query at a
+ * time and answered one at a time, so that one thread can keep up to a bound of calls in flight
+ * and each pod is published as soon as its own calls are answered.  @next gives the next query
+ * to ask (its id set, the rest zeroed), or NULL when none is ready until one in flight is
+ * answered; @answered hands back each query asked, once, with exactly one of a status of its
+ * kind and an error.  Both are called on the thread that called pleg_runtime_drive_statuses(). */
+typedef struct {
+    PlegStatusQuery *(*next)(gpointer data);
+    void (*answered)(PlegStatusQuery *query, gpointer data);
+} PlegStatusFeed;
+
+/* Asks what @feed gives, at most @max_in_flight at once, each call with its own deadline; returns
+ * once @feed gives NULL with nothing in flight.  Cancelling @cancellable fails the calls in
+ * flight and those still to come, which must still be handed back. */
+typedef void (*PlegRuntimeDriveFunc)(gpointer impl, const PlegStatusFeed *feed, gpointer data,
+                                     guint max_in_flight, GCancellable *cancellable);
+
+/* Gives @runtime a way to drive status calls from one thread; before it is shared only. */
+G_GNUC_INTERNAL void pleg_runtime_set_drive_func(PlegRuntime *runtime, PlegRuntimeDriveFunc func);
+/* Through the drive function when @runtime has one, else each query asked on a thread of a pool
+ * the runtime keeps (at most @max_in_flight of them busy for this call) with
+ * pleg_runtime_get_statuses().  Answers are settled as pleg_runtime_get_statuses() settles
+ * them. */
+G_GNUC_INTERNAL void pleg_runtime_drive_statuses(PlegRuntime *runtime, const PlegStatusFeed *feed,
+                                                 gpointer data, guint max_in_flight,
+                                                 GCancellable *cancellable);

@@ -2,166 +2,12 @@
 /* Relists: a global relist lists everything, groups it into pods and reconciles each pod
  * (inspection, pod cache, record, delivery); targeted relists do the same for the pods asked,
  * several at once when the dispatcher serves its queue.  The pods of one relist are inspected
- * together under one bound on status calls in flight. */
+ * together (pleg-inspect.c). */
 #include "pleg-config.h"
 
 #include <string.h>
 
 #include "pleg-generic-private.h"
-
-static gboolean
-has_ready_sandbox(const PlegPodStatus *status)
-{
-    for (guint i = 0; i < status->sandbox_statuses->len; i++) {
-        const PlegPodSandboxStatus *s = g_ptr_array_index(status->sandbox_statuses, i);
-        if (s->state == PLEG_POD_SANDBOX_STATE_READY)
-            return TRUE;
-    }
-    return FALSE;
-}
-
-/* --- the bound on status calls ------------------------------------------------------------ */
-
-/* A relist reconciles its pods together: each pod that must be inspected is a task of the
- * reconcile pool, and every array of status calls it sends waits for its turn under
- * max_status_calls_in_flight, counted over all the relist's pods.  The bound is on calls, not
- * pods or threads: the pool has as many threads as the bound, so a pod never waits for a
- * thread, and a pod whose call hangs to its deadline holds only its own calls.  Turns are
- * taken in order, so an array of many calls is not passed over by smaller ones, and calls freed
- * are handed to the waiters at the head directly: one wake-up per turn, not one per waiting
- * thread.  Each pod is still published as one unit under state_lock, so events within a pod
- * keep their order; across pods there is none. */
-typedef struct {
-    GCond cond;
-    guint n;
-    gboolean granted;
-} CallsWaiter;
-
-typedef struct {
-    PlegGeneric *pleg;
-    gint64 timestamp_ns;
-    GMutex lock;
-    GCond cond;       /* a task ended */
-    guint free_calls; /* status calls that may still start */
-    GQueue waiters;   /* CallsWaiter, first come first */
-    guint pending;    /* tasks pushed and not ended */
-} ReconcileBatch;
-
-static void
-calls_acquire(ReconcileBatch *batch, guint n)
-{
-    CallsWaiter waiter = {.n = n};
-
-    g_mutex_lock(&batch->lock);
-    if (batch->waiters.length == 0 && batch->free_calls >= n) {
-        batch->free_calls -= n;
-        g_mutex_unlock(&batch->lock);
-        return;
-    }
-    g_cond_init(&waiter.cond);
-    g_queue_push_tail(&batch->waiters, &waiter);
-    while (!waiter.granted)
-        g_cond_wait(&waiter.cond, &batch->lock);
-    g_mutex_unlock(&batch->lock);
-    /* The granter signalled under the lock, which this thread has taken since. */
-    g_cond_clear(&waiter.cond);
-}
-
-static void
-calls_release(ReconcileBatch *batch, guint n)
-{
-    CallsWaiter *waiter;
-
-    g_mutex_lock(&batch->lock);
-    batch->free_calls += n;
-    while ((waiter = g_queue_peek_head(&batch->waiters)) && batch->free_calls >= waiter->n) {
-        batch->free_calls -= waiter->n;
-        g_queue_pop_head(&batch->waiters);
-        waiter->granted = TRUE;
-        g_cond_signal(&waiter->cond);
-    }
-    g_mutex_unlock(&batch->lock);
-}
-
-/* --- inspection --------------------------------------------------------------------------- */
-
-/* Asks @queries[0..n) with pleg_runtime_get_statuses() in arrays of at most the bound, each in
- * its turn.  Returns the first failure other than not-found; the arrays after it are not asked,
- * so a hung runtime costs one deadline. */
-static GError *
-ask_statuses(PlegGeneric *pleg, ReconcileBatch *batch, PlegStatusQuery *queries, guint n)
-{
-    guint max_calls = pleg->config.max_status_calls_in_flight;
-
-    for (guint first = 0; first < n; first += max_calls) {
-        guint len = MIN(max_calls, n - first);
-
-        calls_acquire(batch, len);
-        pleg_runtime_get_statuses(pleg->runtime, queries + first, len, pleg->cancellable);
-        calls_release(batch, len);
-        for (guint i = first; i < first + len; i++) {
-            if (queries[i].error && !pleg_error_is_not_found(queries[i].error))
-                return g_steal_pointer(&queries[i].error);
-        }
-    }
-    return NULL;
-}
-
-/* kubelet's GetPodStatus: the status of every sandbox, newest first, then the status of every
- * container the listing placed in the pod, each group's calls in flight together.  The listing
- * that built @pod is moments old, so the containers are not listed again.  Objects that vanish
- * meanwhile are skipped; any other error fails the pod. */
-static PlegPodStatus *
-inspect_pod(PlegGeneric *pleg, ReconcileBatch *batch, const PodSnapshot *pod,
-            PlegPodStatus *previous, GError **error)
-{
-    g_autoptr(PlegPodStatus) status = pleg_pod_status_new(pod->uid);
-    guint n_sandboxes = pod->sandboxes->len;
-    guint n_queries = n_sandboxes + pod->containers->len;
-    g_autofree PlegStatusQuery *queries = g_new0(PlegStatusQuery, n_queries);
-    GError *failure;
-
-    for (guint i = 0; i < n_sandboxes; i++)
-        queries[i].pod_sandbox_id = ((const PodEntry *)pod->sandboxes->pdata[i])->id;
-    for (guint i = 0; i < pod->containers->len; i++)
-        queries[n_sandboxes + i].container_id = ((const PodEntry *)pod->containers->pdata[i])->id;
-    failure = ask_statuses(pleg, batch, queries, n_sandboxes);
-    if (!failure)
-        failure = ask_statuses(pleg, batch, queries + n_sandboxes, n_queries - n_sandboxes);
-    if (failure) {
-        for (guint i = 0; i < n_queries; i++)
-            pleg_status_query_clear(&queries[i]);
-        g_propagate_error(error, failure);
-        return NULL;
-    }
-
-    for (guint i = 0; i < n_queries; i++) {
-        PlegStatusQuery *q = &queries[i];
-        PlegPodSandboxStatus *ss = q->pod_sandbox_status;
-
-        if (ss) {
-            g_ptr_array_add(status->sandbox_statuses, g_steal_pointer(&q->pod_sandbox_status));
-            if (!status->name) {
-                status->name = g_strdup(ss->name);
-                status->namespace_ = g_strdup(ss->namespace_);
-            }
-            if (i == 0 && ss->state == PLEG_POD_SANDBOX_STATE_READY && ss->ips && ss->ips[0]) {
-                g_strfreev(status->ips);
-                status->ips = g_strdupv(ss->ips);
-            }
-        } else if (q->container_status) {
-            g_ptr_array_add(status->container_statuses, g_steal_pointer(&q->container_status));
-        }
-        pleg_status_query_clear(q);
-    }
-
-    /* kubelet keeps the last known IPs of a pod whose sandboxes are all gone or not ready. */
-    if (!status->ips[0] && previous && previous->ips[0] && !has_ready_sandbox(status)) {
-        g_strfreev(status->ips);
-        status->ips = g_strdupv(previous->ips);
-    }
-    return g_steal_pointer(&status);
-}
 
 /* --- reconciliation ----------------------------------------------------------------------- */
 
@@ -179,6 +25,7 @@ pod_work_clear(PodWork *work)
     g_clear_pointer(&work->transitions, g_array_unref);
     g_clear_pointer(&work->current, pod_snapshot_unref);
     g_clear_pointer(&work->old, pod_snapshot_unref);
+    work->inspect = FALSE;
 }
 
 /* Compares the pod's record.  Returns FALSE, with @work->fresh set, when there is nothing to
@@ -220,26 +67,18 @@ reconcile_prepare(PlegGeneric *pleg, PodWork *work)
     return TRUE;
 }
 
-/* Inspects the pod (with no lock but relist_lock, held by the relist this pod belongs to),
- * refreshes its cache entry, advances the record and delivers its events under state_lock, so
- * that the pod is published as one unit.  Sets @work->fresh: TRUE when what is published for
- * the pod is now as fresh as @timestamp_ns, FALSE when the pod is suspended or its inspection
- * failed. */
+/* Refreshes the pod's cache entry from its inspection (@status, or @error; neither for a pod
+ * gone), advances the record and delivers its events under state_lock, so that the pod is
+ * published as one unit.  Sets @work->fresh: TRUE when what is published for the pod is now as
+ * fresh as @timestamp_ns, FALSE when the pod is suspended or its inspection failed.  Called
+ * with relist_lock held, by the relist this pod belongs to. */
 static void
-reconcile_publish(PlegGeneric *pleg, ReconcileBatch *batch, PodWork *work)
+reconcile_publish(PlegGeneric *pleg, PodWork *work, PlegPodStatus *status, const GError *error,
+                  gint64 timestamp_ns)
 {
-    gint64 timestamp_ns = batch->timestamp_ns;
     const char *pod_uid = work->pod_uid;
-    g_autoptr(PlegPodStatus) previous = NULL;
-    g_autoptr(PlegPodStatus) status = NULL;
     g_autoptr(PodSnapshot) published = NULL;
-    g_autoptr(GError) error = NULL;
     PodRecord *rec;
-
-    if (work->current) {
-        pleg_pod_cache_get(pleg->cache, pod_uid, &previous, NULL, NULL);
-        status = inspect_pod(pleg, batch, work->current, previous, &error);
-    }
 
     g_mutex_lock(&pleg->state_lock);
     work->fresh = FALSE;
@@ -277,6 +116,20 @@ reconcile_publish(PlegGeneric *pleg, ReconcileBatch *batch, PodWork *work)
     work->fresh = TRUE;
 }
 
+/* What a relist publishes its inspected pods with. */
+typedef struct {
+    PlegGeneric *pleg;
+    gint64 timestamp_ns;
+} Publication;
+
+static void
+on_inspected(PodWork *work, PlegPodStatus *status, const GError *error, gpointer data)
+{
+    Publication *publication = data;
+
+    reconcile_publish(publication->pleg, work, status, error, publication->timestamp_ns);
+}
+
 static void
 update_running_metrics(PlegGeneric *pleg, guint running_pods, const guint *container_states)
 {
@@ -286,82 +139,28 @@ update_running_metrics(PlegGeneric *pleg, guint running_pods, const guint *conta
                         (const char *[]){pleg_container_state_to_string(s)}, container_states[s]);
 }
 
-typedef struct {
-    ReconcileBatch *batch;
-    PodWork *work;
-} ReconcileTask;
-
-void
-reconcile_task(gpointer data, gpointer user_data)
-{
-    ReconcileTask *task = data;
-    ReconcileBatch *batch = task->batch;
-
-    reconcile_publish(batch->pleg, batch, task->work);
-
-    g_mutex_lock(&batch->lock);
-    batch->pending--;
-    g_cond_signal(&batch->cond);
-    g_mutex_unlock(&batch->lock);
-    g_free(task);
-}
-
-static void
-start_task(PlegGeneric *pleg, ReconcileBatch *batch, PodWork *work)
-{
-    ReconcileTask *task = g_new(ReconcileTask, 1);
-
-    task->batch = batch;
-    task->work = work;
-    g_mutex_lock(&batch->lock);
-    batch->pending++;
-    g_mutex_unlock(&batch->lock);
-    g_thread_pool_push(pleg->reconcile_pool, task, NULL);
-}
-
 /* Reconciles @works[0..n) (pod_uid and source set), setting each one's fresh.  Called with
  * relist_lock held. */
 static void
 reconcile_pods(PlegGeneric *pleg, PodWork *works, guint n, gint64 timestamp_ns)
 {
-    ReconcileBatch batch = {
-        .pleg = pleg,
-        .timestamp_ns = timestamp_ns,
-        .free_calls = pleg->config.max_status_calls_in_flight,
-    };
-    PodWork *held = NULL; /* the first pod to inspect, started when a second one shows up */
-    gboolean started = FALSE;
+    Publication publication = {pleg, timestamp_ns};
+    gboolean any = FALSE;
 
-    g_mutex_init(&batch.lock);
-    g_cond_init(&batch.cond);
-    g_queue_init(&batch.waiters);
     for (guint i = 0; i < n; i++) {
         PodWork *work = &works[i];
 
         if (!reconcile_prepare(pleg, work))
             continue;
-        if (!work->current) {
-            /* Gone: nothing to ask the runtime, only events to publish. */
-            reconcile_publish(pleg, &batch, work);
-        } else if (!started && !held) {
-            held = work;
+        if (work->current) {
+            work->inspect = any = TRUE;
         } else {
-            if (held)
-                start_task(pleg, &batch, g_steal_pointer(&held));
-            start_task(pleg, &batch, work);
-            started = TRUE;
+            /* Gone: nothing to ask the runtime, only events to publish. */
+            reconcile_publish(pleg, work, NULL, NULL, timestamp_ns);
         }
     }
-    /* A lone pod is inspected on this thread: a targeted relist of one pod needs no pool. */
-    if (held)
-        reconcile_publish(pleg, &batch, held);
-
-    g_mutex_lock(&batch.lock);
-    while (batch.pending > 0)
-        g_cond_wait(&batch.cond, &batch.lock);
-    g_mutex_unlock(&batch.lock);
-    g_cond_clear(&batch.cond);
-    g_mutex_clear(&batch.lock);
+    if (any)
+        inspect_pods(pleg, works, n, on_inspected, &publication);
     for (guint i = 0; i < n; i++)
         pod_work_clear(&works[i]);
 }

@@ -16,6 +16,9 @@ struct _PlegRuntime {
     const PlegRuntimeVTable *vtable;
     gpointer impl;
     PlegRuntimeVisitFunc visit; /* NULL for runtimes built on the public API alone */
+    PlegRuntimeDriveFunc drive; /* likewise */
+    GMutex pool_lock;
+    GThreadPool *pool; /* asks status queries for runtimes without @drive; made when needed */
 };
 
 PlegRuntime *
@@ -32,6 +35,7 @@ pleg_runtime_new(const PlegRuntimeVTable *vtable, gpointer impl)
     g_atomic_ref_count_init(&runtime->ref_count);
     runtime->vtable = vtable;
     runtime->impl = impl;
+    g_mutex_init(&runtime->pool_lock);
     return runtime;
 }
 
@@ -48,6 +52,11 @@ pleg_runtime_unref(PlegRuntime *runtime)
 {
     if (!runtime || !g_atomic_ref_count_dec(&runtime->ref_count))
         return;
+    /* Waits for the pool's tasks, which hold no reference: each belongs to a drive still under
+     * way, whose caller holds one. */
+    if (runtime->pool)
+        g_thread_pool_free(runtime->pool, FALSE, TRUE);
+    g_mutex_clear(&runtime->pool_lock);
     if (runtime->vtable->finalize)
         runtime->vtable->finalize(runtime->impl);
     g_free(runtime);
@@ -180,6 +189,27 @@ get_statuses_one_by_one(PlegRuntime *runtime, PlegStatusQuery *queries, guint n_
     }
 }
 
+/* Each query ends with exactly one of a status of its kind and an error, whatever the runtime
+ * did. */
+static void
+settle(PlegStatusQuery *q)
+{
+    gboolean answered;
+
+    if (q->pod_sandbox_id)
+        g_clear_pointer(&q->container_status, pleg_container_status_free);
+    else
+        g_clear_pointer(&q->pod_sandbox_status, pleg_pod_sandbox_status_free);
+    answered = q->pod_sandbox_status || q->container_status;
+    if (answered && q->error)
+        g_clear_error(&q->error);
+    else if (!answered && !q->error)
+        g_set_error(&q->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
+                    "the runtime gave neither a status nor an error for %s %s",
+                    q->pod_sandbox_id ? "pod sandbox" : "container",
+                    q->pod_sandbox_id ? q->pod_sandbox_id : q->container_id);
+}
+
 void
 pleg_runtime_get_statuses(PlegRuntime *runtime, PlegStatusQuery *queries, guint n_queries,
                           GCancellable *cancellable)
@@ -200,25 +230,8 @@ pleg_runtime_get_statuses(PlegRuntime *runtime, PlegStatusQuery *queries, guint 
     else
         get_statuses_one_by_one(runtime, queries, n_queries, cancellable);
 
-    /* Each query ends with exactly one of a status of its kind and an error, whatever the
-     * runtime did. */
-    for (guint i = 0; i < n_queries; i++) {
-        PlegStatusQuery *q = &queries[i];
-        gboolean answered;
-
-        if (q->pod_sandbox_id)
-            g_clear_pointer(&q->container_status, pleg_container_status_free);
-        else
-            g_clear_pointer(&q->pod_sandbox_status, pleg_pod_sandbox_status_free);
-        answered = q->pod_sandbox_status || q->container_status;
-        if (answered && q->error)
-            g_clear_error(&q->error);
-        else if (!answered && !q->error)
-            g_set_error(&q->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                        "the runtime gave neither a status nor an error for %s %s",
-                        q->pod_sandbox_id ? "pod sandbox" : "container",
-                        q->pod_sandbox_id ? q->pod_sandbox_id : q->container_id);
-    }
+    for (guint i = 0; i < n_queries; i++)
+        settle(&queries[i]);
 }
 
 void
@@ -228,4 +241,130 @@ pleg_status_query_clear(PlegStatusQuery *query)
     g_clear_pointer(&query->pod_sandbox_status, pleg_pod_sandbox_status_free);
     g_clear_pointer(&query->container_status, pleg_container_status_free);
     g_clear_error(&query->error);
+}
+
+/* --- driving status calls ----------------------------------------------------------------- */
+
+void
+pleg_runtime_set_drive_func(PlegRuntime *runtime, PlegRuntimeDriveFunc func)
+{
+    g_return_if_fail(runtime != NULL);
+    runtime->drive = func;
+}
+
+/* One drive: the feed it serves, and what the runtime's driver owes it. */
+typedef struct {
+    PlegRuntime *runtime;
+    const PlegStatusFeed *feed;
+    gpointer data;
+    GCancellable *cancellable;
+    guint in_flight;      /* queries given to the driver and not handed back */
+    GAsyncQueue *answers; /* the pool's answers (PlegStatusQuery), for a runtime without drive */
+} Drive;
+
+static PlegStatusQuery *
+drive_next(gpointer data)
+{
+    Drive *drive = data;
+    PlegStatusQuery *q = drive->feed->next(drive->data);
+
+    if (q) {
+        g_return_val_if_fail(!q->pod_sandbox_id != !q->container_id, NULL);
+        drive->in_flight++;
+    }
+    return q;
+}
+
+static void
+drive_answered(PlegStatusQuery *q, gpointer data)
+{
+    Drive *drive = data;
+
+    drive->in_flight--;
+    settle(q);
+    drive->feed->answered(q, drive->data);
+}
+
+static const PlegStatusFeed drive_feed = {drive_next, drive_answered};
+
+typedef struct {
+    Drive *drive;
+    PlegStatusQuery *query;
+} PoolTask;
+
+static void
+pool_ask(gpointer data, gpointer user_data)
+{
+    PoolTask *task = data;
+    Drive *drive = task->drive;
+
+    pleg_runtime_get_statuses(drive->runtime, task->query, 1, drive->cancellable);
+    g_async_queue_push(drive->answers, task->query);
+    g_free(task);
+}
+
+/* Each query on a pool thread with pleg_runtime_get_statuses(), answers handed back on this
+ * thread as they come. */
+static void
+drive_in_pool(Drive *drive, guint max_in_flight)
+{
+    PlegRuntime *runtime = drive->runtime;
+    gint max_threads = (gint)MIN(max_in_flight, G_MAXINT);
+    gboolean more = TRUE;
+
+    /* One pool for every drive of the runtime, as large as the largest bound asked. */
+    g_mutex_lock(&runtime->pool_lock);
+    if (!runtime->pool)
+        runtime->pool = g_thread_pool_new(pool_ask, NULL, max_threads, FALSE, NULL);
+    else if (g_thread_pool_get_max_threads(runtime->pool) < max_threads)
+        g_thread_pool_set_max_threads(runtime->pool, max_threads, NULL);
+    g_mutex_unlock(&runtime->pool_lock);
+
+    drive->answers = g_async_queue_new();
+    for (;;) {
+        while (more && drive->in_flight < max_in_flight) {
+            PlegStatusQuery *q = drive_next(drive);
+
+            if (!q) {
+                more = FALSE;
+                break;
+            }
+            PoolTask *task = g_new(PoolTask, 1);
+
+            task->drive = drive;
+            task->query = q;
+            g_thread_pool_push(runtime->pool, task, NULL);
+        }
+        if (drive->in_flight == 0)
+            break;
+        drive_answered(g_async_queue_pop(drive->answers), drive);
+        more = TRUE;
+    }
+    g_async_queue_unref(drive->answers);
+}
+
+void
+pleg_runtime_drive_statuses(PlegRuntime *runtime, const PlegStatusFeed *feed, gpointer data,
+                            guint max_in_flight, GCancellable *cancellable)
+{
+    Drive drive = {runtime, feed, data, cancellable};
+    PlegStatusQuery *q;
+
+    g_return_if_fail(runtime != NULL && feed != NULL && max_in_flight > 0);
+
+    if (!runtime->drive) {
+        drive_in_pool(&drive, max_in_flight);
+        return;
+    }
+    runtime->drive(runtime->impl, &drive_feed, &drive, max_in_flight, cancellable);
+    /* A driver must hand back what it asked and ask until the feed is empty; if it did not, the
+     * pods waiting on it fail rather than wait forever. */
+    if (drive.in_flight > 0)
+        g_critical("a runtime's status driver returned with %u queries not handed back",
+                   drive.in_flight);
+    while ((q = drive_next(&drive))) {
+        g_set_error(&q->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
+                    "the runtime stopped asking status queries before the last");
+        drive_answered(q, &drive);
+    }
 }

@@ -562,6 +562,52 @@ typedef union {
     Runtime__V1__ContainerStatusRequest container;
 } StatusRequest;
 
+/* @call asks @q, with @request, its answer unpacked into @arena. */
+static void
+status_call_init(CriUnaryCall *call, StatusRequest *request, const PlegStatusQuery *q,
+                 CriArena *arena)
+{
+    if (q->pod_sandbox_id) {
+        request->sandbox =
+            (Runtime__V1__PodSandboxStatusRequest)RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
+        request->sandbox.pod_sandbox_id = (char *)q->pod_sandbox_id;
+        call->method = "PodSandboxStatus";
+        call->request = &request->sandbox.base;
+        call->response_descriptor = &runtime__v1__pod_sandbox_status_response__descriptor;
+    } else {
+        request->container =
+            (Runtime__V1__ContainerStatusRequest)RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
+        request->container.container_id = (char *)q->container_id;
+        call->method = "ContainerStatus";
+        call->request = &request->container.base;
+        call->response_descriptor = &runtime__v1__container_status_response__descriptor;
+    }
+    call->arena = arena;
+}
+
+/* Decodes the outcome of @call, which asked @q, into @q. */
+static void
+status_call_answer(PlegCriClient *client, CriUnaryCall *call, PlegStatusQuery *q)
+{
+    if (call->error) {
+        q->error = g_steal_pointer(&call->error);
+    } else if (q->pod_sandbox_id) {
+        const Runtime__V1__PodSandboxStatusResponse *response = (gconstpointer)call->response;
+
+        if (response->status)
+            q->pod_sandbox_status = cri_decode_pod_sandbox_status(response->status);
+        else
+            set_missing_status_error(client, call->method, &q->error);
+    } else {
+        const Runtime__V1__ContainerStatusResponse *response = (gconstpointer)call->response;
+
+        if (response->status)
+            q->container_status = cri_decode_container_status(response->status);
+        else
+            set_missing_status_error(client, call->method, &q->error);
+    }
+}
+
 /* PodSandboxStatus and ContainerStatus calls, all in flight at once (cri_channel_call_many()). */
 static void
 runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
@@ -573,53 +619,82 @@ runtime_get_statuses(gpointer impl, PlegStatusQuery *queries, guint n_queries,
     /* Every answer of the batch in one arena, dropped once all are decoded. */
     g_autoptr(CriArena) arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
 
-    for (guint i = 0; i < n_queries; i++) {
-        const PlegStatusQuery *q = &queries[i];
-
-        if (q->pod_sandbox_id) {
-            requests[i].sandbox =
-                (Runtime__V1__PodSandboxStatusRequest)RUNTIME__V1__POD_SANDBOX_STATUS_REQUEST__INIT;
-            requests[i].sandbox.pod_sandbox_id = (char *)q->pod_sandbox_id;
-            calls[i].method = "PodSandboxStatus";
-            calls[i].request = &requests[i].sandbox.base;
-            calls[i].response_descriptor = &runtime__v1__pod_sandbox_status_response__descriptor;
-            calls[i].arena = arena;
-        } else {
-            requests[i].container =
-                (Runtime__V1__ContainerStatusRequest)RUNTIME__V1__CONTAINER_STATUS_REQUEST__INIT;
-            requests[i].container.container_id = (char *)q->container_id;
-            calls[i].method = "ContainerStatus";
-            calls[i].request = &requests[i].container.base;
-            calls[i].response_descriptor = &runtime__v1__container_status_response__descriptor;
-            calls[i].arena = arena;
-        }
-    }
-
+    for (guint i = 0; i < n_queries; i++)
+        status_call_init(&calls[i], &requests[i], &queries[i], arena);
     cri_channel_call_many(client->channel, calls, n_queries, client->timeout_usec, cancellable);
+    for (guint i = 0; i < n_queries; i++)
+        status_call_answer(client, &calls[i], &queries[i]);
+}
 
-    for (guint i = 0; i < n_queries; i++) {
-        PlegStatusQuery *q = &queries[i];
+/* One status call of runtime_drive_statuses(): the channel hands back the call, the first
+ * member. */
+typedef struct {
+    CriUnaryCall call;
+    StatusRequest request;
+    PlegStatusQuery *query;
+} StatusCall;
 
-        if (calls[i].error) {
-            q->error = g_steal_pointer(&calls[i].error);
-        } else if (q->pod_sandbox_id) {
-            const Runtime__V1__PodSandboxStatusResponse *response =
-                (gconstpointer)calls[i].response;
+typedef struct {
+    PlegCriClient *client;
+    const PlegStatusFeed *feed;
+    gpointer data;
+    StatusCall **free_calls; /* max_in_flight of them at first */
+    guint n_free;
+    /* Every answer is unpacked into it and dropped once decoded: the channel unpacks one
+     * answer at a time, on this thread, just before handing its call back. */
+    CriArena *arena;
+    CriArenaMark empty;
+} StatusDrive;
 
-            if (response->status)
-                q->pod_sandbox_status = cri_decode_pod_sandbox_status(response->status);
-            else
-                set_missing_status_error(client, calls[i].method, &q->error);
-        } else {
-            const Runtime__V1__ContainerStatusResponse *response =
-                (gconstpointer)calls[i].response;
+static CriUnaryCall *
+status_drive_next(gpointer data)
+{
+    StatusDrive *drive = data;
+    PlegStatusQuery *q;
+    StatusCall *call;
 
-            if (response->status)
-                q->container_status = cri_decode_container_status(response->status);
-            else
-                set_missing_status_error(client, calls[i].method, &q->error);
-        }
-    }
+    /* The channel asks only while it has a place free, and has as many as there are calls. */
+    g_return_val_if_fail(drive->n_free > 0, NULL);
+    q = drive->feed->next(drive->data);
+    if (!q)
+        return NULL;
+    call = drive->free_calls[--drive->n_free];
+    memset(&call->call, 0, sizeof(call->call));
+    call->query = q;
+    status_call_init(&call->call, &call->request, q, drive->arena);
+    return &call->call;
+}
+
+static void
+status_drive_done(CriUnaryCall *done, gpointer data)
+{
+    StatusDrive *drive = data;
+    StatusCall *call = (StatusCall *)done;
+
+    status_call_answer(drive->client, &call->call, call->query);
+    cri_arena_rewind(drive->arena, &drive->empty);
+    drive->free_calls[drive->n_free++] = call;
+    drive->feed->answered(call->query, drive->data);
+}
+
+/* The Generic PLEG's inspections: every status call of a relist in flight from the relist's
+ * thread, each answer decoded as it comes (cri_channel_drive()). */
+static void
+runtime_drive_statuses(gpointer impl, const PlegStatusFeed *feed, gpointer data,
+                       guint max_in_flight, GCancellable *cancellable)
+{
+    static const CriCallFeed call_feed = {status_drive_next, status_drive_done};
+    PlegCriClient *client = impl;
+    g_autofree StatusCall *calls = g_new(StatusCall, max_in_flight);
+    g_autofree StatusCall **free_calls = g_new(StatusCall *, max_in_flight);
+    g_autoptr(CriArena) arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
+    StatusDrive drive = {client, feed, data, free_calls, max_in_flight, arena};
+
+    drive.empty = cri_arena_mark(arena);
+    for (guint i = 0; i < max_in_flight; i++)
+        free_calls[i] = &calls[i];
+    cri_channel_drive(client->channel, &call_feed, &drive, max_in_flight, client->timeout_usec,
+                      cancellable);
 }
 
 static PlegPodSandboxStatus *
@@ -671,5 +746,6 @@ pleg_cri_client_as_runtime(PlegCriClient *client)
     g_return_val_if_fail(client != NULL, NULL);
     runtime = pleg_runtime_new(&cri_runtime_vtable, pleg_cri_client_ref(client));
     pleg_runtime_set_visit_func(runtime, runtime_visit_listing);
+    pleg_runtime_set_drive_func(runtime, runtime_drive_statuses);
     return runtime;
 }

@@ -52,21 +52,24 @@ typedef struct {
  *   Implementations may return more than the pod's sandboxes; callers keep only those whose
  *   @uid matches.  %NULL (or a table whose @size predates the slot) lists every sandbox.
  * @get_statuses: (nullable): answers every query of an array, each with a status or an error,
- *   with the calls in flight together where the implementation can; the PLEG inspects a pod
- *   with two such arrays, its sandboxes then its containers (kubelet's GetPodStatus), each of at
- *   most #PlegGenericConfig.max_status_calls_in_flight queries.  The CRI client
+ *   with the calls in flight together where the implementation can.  The CRI client
  *   puts up to 32 PodSandboxStatus and ContainerStatus calls on its connection at once, all
  *   under one deadline (its timeout, from the start of the array).  %NULL (or a table whose
  *   @size predates the slot) asks @pod_sandbox_status and @container_status one query after
- *   another; see pleg_runtime_get_statuses().
+ *   another; see pleg_runtime_get_statuses().  The PLEG inspects a pod as kubelet's
+ *   GetPodStatus does, its sandboxes then its containers; with a runtime built on this table
+ *   it asks each query alone (an array of one) on a thread of a pool the #PlegRuntime keeps,
+ *   as many at once as #PlegGenericConfig.max_status_calls_in_flight allows over all the pods
+ *   of a relist.  The CRI client's runtime (pleg_cri_client_as_runtime()) instead keeps them
+ *   all in flight from the relist's own thread, each call with its own deadline.
  *
  * Every call is synchronous, may be made from any thread, and honours @cancellable and the
  * implementation's own per-call deadline.  Failures set @error; the PLEG treats every error
  * alike (the relist or pod inspection fails and is retried later).
  *
- * Thread safety: the PLEG calls the slots on its dispatcher thread, on the threads of its
- * reconcile pool (each with its own pod; as many at once as
- * #PlegGenericConfig.max_status_calls_in_flight allows status calls) and on any thread that calls
+ * Thread safety: the PLEG calls the slots on its dispatcher thread, on the threads of the
+ * runtime's status pool (each with its own query; as many at once as
+ * #PlegGenericConfig.max_status_calls_in_flight allows) and on any thread that calls
  * pleg_generic_relist() or pleg_generic_relist_pod(), so an implementation must take calls
  * from several threads at once.  No lock of the PLEG other than its relist lock is held during
  * a call; an operation must not call pleg_generic_relist(), pleg_generic_relist_pod(),
