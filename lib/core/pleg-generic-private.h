@@ -5,8 +5,8 @@
  *
  *   pleg-generic.c        the object: new/free, config, start/stop, subscribers, health,
  *                         relist state, accessors, metrics registration
- *   pleg-snapshot.c       pod snapshots: a listing grouped into pods (group_pods())
- *   pleg-listing.c        a global relist's listing, grouped into the records' snapshots
+ *   pleg-snapshot.c       pod snapshots, and the lookups transitions need
+ *   pleg-listing.c        a relist's listing, grouped into the records' snapshots
  *   pleg-transitions.c    the transition table: two snapshots in, transitions out (pure)
  *   pleg-delivery.c       events built and pushed; what a full channel missed, redelivered
  *   pleg-inspect.c        inspection: a relist's status calls under one bound, pod by pod
@@ -230,9 +230,6 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PodSnapshot, pod_snapshot_unref)
 G_GNUC_INTERNAL const PodEntry *pod_snapshot_find(const PodSnapshot *pod, const char *id);
 /* The state of pod_snapshot_find()'s entry, %STATE_NON_EXISTENT when there is none. */
 G_GNUC_INTERNAL PlegState pod_snapshot_state(const PodSnapshot *pod, const char *id);
-/* (element-type PlegPodSandbox) @sandboxes, (element-type PlegContainer) @containers.
- * Returns: (transfer full): pod uid -> PodSnapshot; keys point into the snapshots. */
-G_GNUC_INTERNAL GHashTable *group_pods(GPtrArray *sandboxes, GPtrArray *containers);
 
 /* pleg-listing.c: under relist_lock. */
 G_GNUC_INTERNAL PlegListing *pleg_listing_new(void);
@@ -247,11 +244,13 @@ G_GNUC_INTERNAL void pleg_listing_add_container(PlegListing *listing,
 G_GNUC_INTERNAL extern const PlegListingVisitor pleg_listing_visitor;
 /* The containers listed in each PlegContainerState, ignored ones included. */
 G_GNUC_INTERNAL const guint *pleg_listing_get_container_states(PlegListing *listing);
-/* Groups the listing as group_pods() would and sets every record's current snapshot to its pod
- * (NULL for a pod not listed), creating records for new pods.  A record whose current snapshot
- * already holds what was listed keeps it.  Call with state_lock held.  Returns: the pods with a
- * ready sandbox. */
-G_GNUC_INTERNAL guint pleg_listing_publish(PlegListing *listing, GHashTable *records);
+/* Groups the listing into pods and sets the current snapshot of every record @only names (of
+ * every record when @only is NULL) to its pod, NULL for a pod not listed, creating records for
+ * new pods; pods listed that @only does not name are left alone.  A record whose current
+ * snapshot already holds what was listed keeps it.  Call with state_lock held.  Returns: the
+ * pods published with a ready sandbox. */
+G_GNUC_INTERNAL guint pleg_listing_publish(PlegListing *listing, GHashTable *records,
+                                           GHashTable *only);
 
 /* pleg-transitions.c: pure, callable with no lock. */
 G_GNUC_INTERNAL void add_transitions(GArray *out, const char *id, PlegState before,

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A global relist's listing, grouped into pods as group_pods() groups one, in memory kept from
- * one relist to the next.  The items' texts go into one byte array and the items into one array,
- * both emptied, not freed, by the next relist, so a steady relist allocates nothing per item;
+ * A relist's listing, grouped into pods, in memory kept from one relist to the next.  The items'
+ * texts go into one byte array and the items into one array, both emptied, not freed, by the
+ * next relist, so a steady relist allocates nothing per item;
  * each pod's items are then compared in place with the snapshot its record holds, and a pod
  * whose listing did not change keeps that snapshot.  Only a pod that changed gets a new one.
  * Allocating per relist what is freed by the next one made glibc trim its heap top and grow it
  * back every relist (a page fault per page), and was a third of a steady relist's CPU.
  *
- * Used under relist_lock by relist_global() only: targeted relists use group_pods().
+ * Used under relist_lock by every relist: a global relist publishes every pod listed, a targeted
+ * relist the pods it was asked for, from a listing of everything or of those pods alone.
  */
 #include "pleg-config.h"
 
@@ -225,9 +226,10 @@ by_pod(gconstpointer a, gconstpointer b, gpointer data)
     return (ia > ib) - (ia < ib);
 }
 
-/* Groups the items as group_pods() does: a sandbox by its UID, a container into its sandbox's
- * pod or, when its sandbox is not listed, the pod its label names.  Leaves @listing->order
- * holding the grouped items by pod. */
+/* Groups the items into pods by UID, as kubelet does: a sandbox by its metadata's UID, a
+ * container into its sandbox's pod (the sandbox listed last, should an id repeat) or, when its
+ * sandbox is not listed, the pod its io.kubernetes.pod.uid label names.  A pod's sandboxes are
+ * ordered newest first.  Leaves @listing->order holding the grouped items by pod. */
 static void
 group(PlegListing *listing)
 {
@@ -321,20 +323,55 @@ snapshot_new(const PlegListing *listing, const char *uid, const guint32 *order, 
     return pod;
 }
 
+/* Marks the records @only names (every record when NULL) unlisted. */
+static void
+mark_unlisted(GHashTable *records, GHashTable *only)
+{
+    GHashTableIter iter;
+    gpointer key;
+    PodRecord *rec;
+
+    if (only) {
+        g_hash_table_iter_init(&iter, only);
+        while (g_hash_table_iter_next(&iter, &key, NULL)) {
+            if ((rec = g_hash_table_lookup(records, key)))
+                rec->listed = FALSE;
+        }
+        return;
+    }
+    g_hash_table_iter_init(&iter, records);
+    while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&rec))
+        rec->listed = FALSE;
+}
+
+/* Drops the current snapshot of the records @only names (every record when NULL) that the
+ * listing did not hold. */
+static void
+clear_unlisted(GHashTable *records, GHashTable *only)
+{
+    GHashTableIter iter;
+    gpointer key;
+    PodRecord *rec;
+
+    g_hash_table_iter_init(&iter, only ? only : records);
+    while (g_hash_table_iter_next(&iter, &key, only ? NULL : (gpointer *)&rec)) {
+        if (only)
+            rec = g_hash_table_lookup(records, key);
+        if (rec && !rec->listed)
+            g_clear_pointer(&rec->current, pod_snapshot_unref);
+    }
+}
+
 guint
-pleg_listing_publish(PlegListing *listing, GHashTable *records)
+pleg_listing_publish(PlegListing *listing, GHashTable *records, GHashTable *only)
 {
     const guint32 *order;
     guint running_pods = 0;
-    GHashTableIter iter;
     PodRecord *rec;
 
     group(listing);
     order = (const guint32 *)listing->order->data;
-
-    g_hash_table_iter_init(&iter, records);
-    while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&rec))
-        rec->listed = FALSE;
+    mark_unlisted(records, only);
 
     for (guint first = 0, end; first < listing->order->len; first = end) {
         const char *uid = text_of(listing, item_at(listing, order[first])->pod);
@@ -347,6 +384,8 @@ pleg_listing_publish(PlegListing *listing, GHashTable *records)
                 break;
             running = running || (item->is_sandbox && item->state == STATE_RUNNING);
         }
+        if (only && !g_hash_table_contains(only, uid))
+            continue;
         running_pods += running;
 
         rec = g_hash_table_lookup(records, uid);
@@ -360,11 +399,6 @@ pleg_listing_publish(PlegListing *listing, GHashTable *records)
         pod_snapshot_unref(rec->current);
         rec->current = snapshot_new(listing, uid, order + first, end - first);
     }
-
-    g_hash_table_iter_init(&iter, records);
-    while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&rec)) {
-        if (!rec->listed)
-            g_clear_pointer(&rec->current, pod_snapshot_unref);
-    }
+    clear_unlisted(records, only);
     return running_pods;
 }

@@ -206,7 +206,7 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     pleg->last_relist_ns = timestamp_ns;
     pleg->last_relist_mono_usec = start_usec;
     g_clear_error(&pleg->last_relist_error);
-    running_pods = pleg_listing_publish(pleg->listing, pleg->records);
+    running_pods = pleg_listing_publish(pleg->listing, pleg->records, NULL);
     /* The pods' UIDs are copied, for reconciling may remove a record and free its key; into
      * memory kept for the next relist, so that a steady relist allocates nothing per pod.  Each
      * work holds its UID's offset until the copies stop moving. */
@@ -262,7 +262,7 @@ pleg_generic_relist(PlegGeneric *pleg, GError **error)
 }
 
 /* Whether the pod as last listed holds a container whose sandbox was not listed: a global
- * relist gave it to the pod by its io.kubernetes.pod.uid label (group_pods()). */
+ * relist gave it to the pod by its io.kubernetes.pod.uid label (pleg-listing.c). */
 static gboolean
 has_containers_by_label(PlegGeneric *pleg, const char *pod_uid)
 {
@@ -286,48 +286,29 @@ has_containers_by_label(PlegGeneric *pleg, const char *pod_uid)
     return ret;
 }
 
-/* Lists one pod only: its sandboxes and their containers.  A pod that holds containers by
- * their label alone is listed as a global relist lists it (everything, then grouped), or its
- * per-pod relist would find those containers removed and the next global relist find them
- * again. */
+/* Adds one pod's own listing to the relist's: its sandboxes and their containers. */
 static gboolean
-list_pod(PlegGeneric *pleg, const char *pod_uid, PodSnapshot **ret_pod, GError **error)
+list_pod(PlegGeneric *pleg, const char *pod_uid, GError **error)
 {
     g_autoptr(GPtrArray) sandboxes = NULL;
-    g_autoptr(GPtrArray) mine = g_ptr_array_new();
-    g_autoptr(GPtrArray) containers =
-        g_ptr_array_new_with_free_func((GDestroyNotify)pleg_container_free);
-    g_autoptr(GHashTable) pods = NULL;
-
-    if (has_containers_by_label(pleg, pod_uid)) {
-        g_autoptr(GPtrArray) all_containers = NULL;
-
-        if (!pleg_runtime_list_pod_sandboxes(pleg->runtime, &sandboxes, pleg->cancellable,
-                                             error) ||
-            !pleg_runtime_list_containers(pleg->runtime, NULL, &all_containers,
-                                          pleg->cancellable, error))
-            return FALSE;
-        pods = group_pods(sandboxes, all_containers);
-        *ret_pod = pod_snapshot_ref(g_hash_table_lookup(pods, pod_uid));
-        return TRUE;
-    }
 
     if (!pleg_runtime_list_pod_sandboxes_of_pod(pleg->runtime, pod_uid, &sandboxes,
                                                 pleg->cancellable, error))
         return FALSE;
     for (guint i = 0; i < sandboxes->len; i++) {
-        PlegPodSandbox *s = g_ptr_array_index(sandboxes, i);
-        g_autoptr(GPtrArray) found = NULL;
+        const PlegPodSandbox *s = g_ptr_array_index(sandboxes, i);
+        g_autoptr(GPtrArray) containers = NULL;
 
+        /* A sandbox without an id names no containers (an empty filter would list all). */
         if (!s->id)
             continue;
-        g_ptr_array_add(mine, s);
-        if (!pleg_runtime_list_containers(pleg->runtime, s->id, &found, pleg->cancellable, error))
+        pleg_listing_add_sandbox(pleg->listing, s);
+        if (!pleg_runtime_list_containers(pleg->runtime, s->id, &containers, pleg->cancellable,
+                                          error))
             return FALSE;
-        g_ptr_array_extend_and_steal(containers, g_steal_pointer(&found));
+        for (guint j = 0; j < containers->len; j++)
+            pleg_listing_add_container(pleg->listing, containers->pdata[j]);
     }
-    pods = group_pods(mine, containers);
-    *ret_pod = pod_snapshot_ref(g_hash_table_lookup(pods, pod_uid));
     return TRUE;
 }
 
@@ -337,45 +318,31 @@ list_pod(PlegGeneric *pleg, const char *pod_uid, PodSnapshot **ret_pod, GError *
  * so for a call). */
 #define FULL_LISTING_PODS_PER_POD 32
 
+/* Fills the relist's listing for the pods @uids: everything when that is cheaper, or when a pod
+ * holds containers by their label alone (its own listing would find them removed and the next
+ * global relist find them again); else each pod's own. */
 static gboolean
-list_pods(PlegGeneric *pleg, GPtrArray *uids, GHashTable **ret_pods, GError **error)
+list_pods(PlegGeneric *pleg, GPtrArray *uids, GError **error)
 {
-    g_autoptr(GHashTable) pods =
-        g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)pod_snapshot_unref);
+    gboolean everything;
     guint n_known;
 
     g_mutex_lock(&pleg->state_lock);
     n_known = g_hash_table_size(pleg->records);
     g_mutex_unlock(&pleg->state_lock);
 
-    if (uids->len > 1 && (guint64)uids->len * FULL_LISTING_PODS_PER_POD >= n_known) {
-        g_autoptr(GPtrArray) sandboxes = NULL;
-        g_autoptr(GPtrArray) containers = NULL;
-        g_autoptr(GHashTable) all = NULL;
+    everything = uids->len > 1 && (guint64)uids->len * FULL_LISTING_PODS_PER_POD >= n_known;
+    for (guint i = 0; !everything && i < uids->len; i++)
+        everything = has_containers_by_label(pleg, uids->pdata[i]);
 
-        if (!pleg_runtime_list_pod_sandboxes(pleg->runtime, &sandboxes, pleg->cancellable,
-                                             error) ||
-            !pleg_runtime_list_containers(pleg->runtime, NULL, &containers, pleg->cancellable,
-                                          error))
+    pleg_listing_reset(pleg->listing);
+    if (everything)
+        return pleg_runtime_visit_listing(pleg->runtime, &pleg_listing_visitor, pleg->listing,
+                                          pleg->cancellable, error);
+    for (guint i = 0; i < uids->len; i++) {
+        if (!list_pod(pleg, uids->pdata[i], error))
             return FALSE;
-        all = group_pods(sandboxes, containers);
-        for (guint i = 0; i < uids->len; i++) {
-            PodSnapshot *pod = g_hash_table_lookup(all, uids->pdata[i]);
-
-            if (pod)
-                g_hash_table_insert(pods, uids->pdata[i], pod_snapshot_ref(pod));
-        }
-    } else {
-        for (guint i = 0; i < uids->len; i++) {
-            PodSnapshot *pod = NULL;
-
-            if (!list_pod(pleg, uids->pdata[i], &pod, error))
-                return FALSE;
-            if (pod)
-                g_hash_table_insert(pods, uids->pdata[i], pod);
-        }
     }
-    *ret_pods = g_steal_pointer(&pods);
     return TRUE;
 }
 
@@ -385,7 +352,6 @@ relist_pods(PlegGeneric *pleg, const char *const *pod_uids, const PlegRelistSour
 {
     g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GPtrArray) uids = g_ptr_array_sized_new(n); /* distinct, first asked first */
-    g_autoptr(GHashTable) pods = NULL;
     g_autofree PodWork *works = NULL;
     gint64 start_usec, timestamp_ns, elapsed_usec;
     gboolean ok;
@@ -402,23 +368,10 @@ relist_pods(PlegGeneric *pleg, const char *const *pod_uids, const PlegRelistSour
     start_usec = g_get_monotonic_time();
     timestamp_ns = now_ns(pleg);
 
-    ok = list_pods(pleg, uids, &pods, error);
+    ok = list_pods(pleg, uids, error);
     if (ok) {
         g_mutex_lock(&pleg->state_lock);
-        for (guint i = 0; i < uids->len; i++) {
-            const char *pod_uid = uids->pdata[i];
-            PodSnapshot *pod = g_hash_table_lookup(pods, pod_uid);
-            PodRecord *rec = g_hash_table_lookup(pleg->records, pod_uid);
-
-            if (!rec && pod) {
-                rec = g_new0(PodRecord, 1);
-                g_hash_table_insert(pleg->records, g_strdup(pod_uid), rec);
-            }
-            if (rec) {
-                pod_snapshot_unref(rec->current);
-                rec->current = pod ? pod_snapshot_ref(pod) : NULL;
-            }
-        }
+        pleg_listing_publish(pleg->listing, pleg->records, seen);
         g_atomic_int_set(&pleg->known_pods, (gint)g_hash_table_size(pleg->records));
         g_mutex_unlock(&pleg->state_lock);
 

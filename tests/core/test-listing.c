@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The global relist's listing alone (lib/core/pleg-listing.c): it must group a listing exactly
- * as group_pods() does, keep a record's snapshot when its pod is listed as before, and drop
- * what a restarted listing had handed. */
+/* A relist's listing alone (lib/core/pleg-listing.c): it must group a listing into pods as
+ * kubelet does, keep a record's snapshot when its pod is listed as before, publish only the pods
+ * a targeted relist asked for, and drop what a restarted listing had handed. */
 #include "pleg-config.h"
 
 #include "core-test.h"
@@ -34,26 +34,6 @@ static const PlegContainer containers[] = {
     {.id = NULL, .pod_sandbox_id = "s2"},
 };
 
-static GPtrArray *
-sandbox_array(void)
-{
-    GPtrArray *ret = g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_sandbox_free);
-
-    for (guint i = 0; i < G_N_ELEMENTS(sandboxes); i++)
-        g_ptr_array_add(ret, pleg_pod_sandbox_copy(&sandboxes[i]));
-    return ret;
-}
-
-static GPtrArray *
-container_array(void)
-{
-    GPtrArray *ret = g_ptr_array_new_with_free_func((GDestroyNotify)pleg_container_free);
-
-    for (guint i = 0; i < G_N_ELEMENTS(containers); i++)
-        g_ptr_array_add(ret, pleg_container_copy(&containers[i]));
-    return ret;
-}
-
 static void
 list_all(PlegListing *listing)
 {
@@ -78,45 +58,68 @@ records_new(void)
     return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)test_record_free);
 }
 
-static void
-assert_entries_equal(GPtrArray *a, GPtrArray *b)
-{
-    ck_assert_uint_eq(a->len, b->len);
-    for (guint i = 0; i < a->len; i++) {
-        const PodEntry *ea = a->pdata[i], *eb = b->pdata[i];
-
-        ck_assert_str_eq(ea->id, eb->id);
-        ck_assert_pstr_eq(ea->sandbox_id, eb->sandbox_id);
-        ck_assert_int_eq(ea->state, eb->state);
-        ck_assert_int_eq(ea->created_at_ns, eb->created_at_ns);
-    }
-}
-
-/* Every record's current snapshot is group_pods()'s pod, and there is no other record. */
-static void
-assert_grouped_as_group_pods(GHashTable *records)
-{
-    g_autoptr(GPtrArray) s = sandbox_array();
-    g_autoptr(GPtrArray) c = container_array();
-    g_autoptr(GHashTable) pods = group_pods(s, c);
-    GHashTableIter iter;
+/* How the listing above groups, by index into sandboxes[] and containers[] (-1 ends a list):
+ * containers in listing order, sandboxes newest first (s2 and s3 as listed).  c3 goes to pod4,
+ * whose s4 was listed last; c4 and c5 go by their label; s5, the sandbox without an id, c6 and
+ * the container without an id are ignored. */
+static const struct {
     const char *uid;
-    PodSnapshot *pod;
+    int containers[4];
+    int sandboxes[4];
+} grouped[] = {
+    {"pod1", {0, 1, 4, -1}, {1, 2, 0, -1}},
+    {"pod2", {-1}, {3, -1}},
+    {"pod4", {2, -1}, {6, -1}},
+    {"pod5", {3, -1}, {-1}},
+};
 
-    ck_assert_uint_eq(g_hash_table_size(records), g_hash_table_size(pods));
-    g_hash_table_iter_init(&iter, pods);
-    while (g_hash_table_iter_next(&iter, (gpointer *)&uid, (gpointer *)&pod)) {
-        PodRecord *rec = g_hash_table_lookup(records, uid);
+static void
+assert_pod_grouped(GHashTable *records, guint g)
+{
+    const PodRecord *rec = g_hash_table_lookup(records, grouped[g].uid);
+    const PodSnapshot *pod;
+    guint n = 0;
 
-        ck_assert_ptr_nonnull(rec);
-        ck_assert_ptr_nonnull(rec->current);
-        ck_assert_str_eq(rec->current->uid, uid);
-        assert_entries_equal(rec->current->containers, pod->containers);
-        assert_entries_equal(rec->current->sandboxes, pod->sandboxes);
+    ck_assert_msg(rec && rec->current, "%s has no current snapshot", grouped[g].uid);
+    pod = rec->current;
+    ck_assert_str_eq(pod->uid, grouped[g].uid);
+    for (; grouped[g].containers[n] >= 0; n++) {
+        const PlegContainer *c = &containers[grouped[g].containers[n]];
+        const PodEntry *e;
+
+        ck_assert_uint_gt(pod->containers->len, n);
+        e = pod->containers->pdata[n];
+        ck_assert_str_eq(e->id, c->id);
+        ck_assert_pstr_eq(e->sandbox_id, c->pod_sandbox_id);
+        ck_assert_int_eq(e->state, pleg_state_from_container(c->state));
+        ck_assert_int_eq(e->created_at_ns, c->created_at_ns);
     }
+    ck_assert_uint_eq(pod->containers->len, n);
+    for (n = 0; grouped[g].sandboxes[n] >= 0; n++) {
+        const PlegPodSandbox *s = &sandboxes[grouped[g].sandboxes[n]];
+        const PodEntry *e;
+
+        ck_assert_uint_gt(pod->sandboxes->len, n);
+        e = pod->sandboxes->pdata[n];
+        ck_assert_str_eq(e->id, s->id);
+        ck_assert_ptr_null(e->sandbox_id);
+        ck_assert_int_eq(e->state,
+                         s->state == PLEG_POD_SANDBOX_STATE_READY ? STATE_RUNNING : STATE_EXITED);
+        ck_assert_int_eq(e->created_at_ns, s->created_at_ns);
+    }
+    ck_assert_uint_eq(pod->sandboxes->len, n);
 }
 
-START_TEST(test_groups_as_group_pods)
+/* Every record's current snapshot is its pod as grouped[] says, and there is no other record. */
+static void
+assert_grouped(GHashTable *records)
+{
+    ck_assert_uint_eq(g_hash_table_size(records), G_N_ELEMENTS(grouped));
+    for (guint g = 0; g < G_N_ELEMENTS(grouped); g++)
+        assert_pod_grouped(records, g);
+}
+
+START_TEST(test_groups_by_uid)
 {
     PlegListing *listing = pleg_listing_new();
     g_autoptr(GHashTable) records = records_new();
@@ -124,8 +127,8 @@ START_TEST(test_groups_as_group_pods)
 
     list_all(listing);
     /* Ready sandboxes: pod1's s2 and s3, pod2's s4; c3 goes to pod4, whose s4 was listed last. */
-    ck_assert_uint_eq(pleg_listing_publish(listing, records), 2);
-    assert_grouped_as_group_pods(records);
+    ck_assert_uint_eq(pleg_listing_publish(listing, records, NULL), 2);
+    assert_grouped(records);
     states = pleg_listing_get_container_states(listing);
     ck_assert_uint_eq(states[PLEG_CONTAINER_STATE_RUNNING], 2);
     ck_assert_uint_eq(states[PLEG_CONTAINER_STATE_CREATED], 3);
@@ -142,28 +145,59 @@ START_TEST(test_unchanged_pod_keeps_snapshot)
     PlegPodSandbox sandbox = {.id = "s9", .uid = "pod1", .created_at_ns = 1};
 
     list_all(listing);
-    pleg_listing_publish(listing, records);
+    pleg_listing_publish(listing, records, NULL);
     rec = g_hash_table_lookup(records, "pod1");
     before = rec->current;
 
     list_all(listing);
-    pleg_listing_publish(listing, records);
+    pleg_listing_publish(listing, records, NULL);
     ck_assert_ptr_eq(((PodRecord *)g_hash_table_lookup(records, "pod1"))->current, before);
-    assert_grouped_as_group_pods(records);
+    assert_grouped(records);
 
     /* One more sandbox of pod1: a new snapshot for it, the others kept. */
     before = ((PodRecord *)g_hash_table_lookup(records, "pod2"))->current;
     list_all(listing);
     pleg_listing_visitor.sandbox(&sandbox, listing);
-    pleg_listing_publish(listing, records);
+    pleg_listing_publish(listing, records, NULL);
     rec = g_hash_table_lookup(records, "pod1");
     ck_assert_uint_eq(rec->current->sandboxes->len, 4);
     ck_assert_ptr_eq(((PodRecord *)g_hash_table_lookup(records, "pod2"))->current, before);
 
     /* An empty listing leaves every record without a current snapshot. */
     pleg_listing_reset(listing);
-    ck_assert_uint_eq(pleg_listing_publish(listing, records), 0);
+    ck_assert_uint_eq(pleg_listing_publish(listing, records, NULL), 0);
     ck_assert_ptr_null(((PodRecord *)g_hash_table_lookup(records, "pod1"))->current);
+    pleg_listing_free(listing);
+}
+END_TEST
+
+/* A targeted relist publishes only the pods it asked for: a pod asked for and not listed loses
+ * its current snapshot, a pod listed and not asked for is left as it was, a new pod asked for
+ * gets a record. */
+START_TEST(test_publishes_only_pods_asked)
+{
+    PlegListing *listing = pleg_listing_new();
+    g_autoptr(GHashTable) records = records_new();
+    g_autoptr(GHashTable) only = g_hash_table_new(g_str_hash, g_str_equal);
+    PodRecord *pod2 = g_new0(PodRecord, 1), *pod7 = g_new0(PodRecord, 1);
+    PodSnapshot *kept = pod_snapshot_new("pod2");
+
+    pod2->current = kept;
+    pod7->current = pod_snapshot_new("pod7");
+    g_hash_table_insert(records, g_strdup("pod2"), pod2);
+    g_hash_table_insert(records, g_strdup("pod7"), pod7);
+    g_hash_table_add(only, "pod1");
+    g_hash_table_add(only, "pod7");
+    g_hash_table_add(only, "pod-unknown");
+
+    list_all(listing);
+    /* pod1's sandboxes s2 and s3 are ready; pod2's s4 is not counted, pod2 not being asked. */
+    ck_assert_uint_eq(pleg_listing_publish(listing, records, only), 1);
+    ck_assert_uint_eq(g_hash_table_size(records), 3);
+    assert_pod_grouped(records, 0);
+    ck_assert_ptr_eq(pod2->current, kept);
+    ck_assert_ptr_null(pod7->current);
+    ck_assert(!g_hash_table_contains(records, "pod-unknown"));
     pleg_listing_free(listing);
 }
 END_TEST
@@ -184,8 +218,8 @@ START_TEST(test_restart_drops_what_was_handed)
     pleg_listing_visitor.restart(FALSE, listing);
     for (guint i = 0; i < G_N_ELEMENTS(containers); i++)
         pleg_listing_visitor.container(&containers[i], listing);
-    pleg_listing_publish(listing, records);
-    assert_grouped_as_group_pods(records);
+    pleg_listing_publish(listing, records, NULL);
+    assert_grouped(records);
     ck_assert_uint_eq(pleg_listing_get_container_states(listing)[PLEG_CONTAINER_STATE_CREATED], 3);
     pleg_listing_free(listing);
 }
@@ -197,8 +231,9 @@ main(void)
     Suite *s = suite_create("listing");
     TCase *tc = tcase_create("listing");
 
-    tcase_add_test(tc, test_groups_as_group_pods);
+    tcase_add_test(tc, test_groups_by_uid);
     tcase_add_test(tc, test_unchanged_pod_keeps_snapshot);
+    tcase_add_test(tc, test_publishes_only_pods_asked);
     tcase_add_test(tc, test_restart_drops_what_was_handed);
     suite_add_tcase(s, tc);
 

@@ -208,14 +208,18 @@ START_TEST(test_repeated_id)
 }
 END_TEST
 
+static void
+record_free_for_test(PodRecord *rec)
+{
+    pod_snapshot_unref(rec->old);
+    pod_snapshot_unref(rec->current);
+    g_free(rec);
+}
+
 /* The states the table sees come from the listing: CRI CONTAINER_CREATED and CONTAINER_UNKNOWN
- * are kubelet's unknown, SANDBOX_NOTREADY is exited (group_pods()). */
+ * are kubelet's unknown, SANDBOX_NOTREADY is exited (pleg-listing.c). */
 START_TEST(test_states_from_listing)
 {
-    g_autoptr(GPtrArray) sandboxes =
-        g_ptr_array_new_with_free_func((GDestroyNotify)pleg_pod_sandbox_free);
-    g_autoptr(GPtrArray) containers =
-        g_ptr_array_new_with_free_func((GDestroyNotify)pleg_container_free);
     static const struct {
         const char *id;
         PlegContainerState state;
@@ -228,19 +232,25 @@ START_TEST(test_states_from_listing)
     PlegPodSandbox ready = {.id = "s-ready", .uid = "pod1", .state = PLEG_POD_SANDBOX_STATE_READY};
     PlegPodSandbox notready = {
         .id = "s-notready", .uid = "pod1", .state = PLEG_POD_SANDBOX_STATE_NOTREADY};
-    g_autoptr(GHashTable) pods = NULL;
-    PodSnapshot *pod;
+    g_autoptr(GHashTable) records = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+                                                          (GDestroyNotify)record_free_for_test);
+    PlegListing *listing = pleg_listing_new();
+    const PodRecord *rec;
+    const PodSnapshot *pod;
 
-    g_ptr_array_add(sandboxes, pleg_pod_sandbox_copy(&ready));
-    g_ptr_array_add(sandboxes, pleg_pod_sandbox_copy(&notready));
+    pleg_listing_add_sandbox(listing, &ready);
+    pleg_listing_add_sandbox(listing, &notready);
     for (guint i = 0; i < G_N_ELEMENTS(listed); i++) {
         PlegContainer c = {
             .id = (char *)listed[i].id, .pod_sandbox_id = "s-ready", .state = listed[i].state};
-        g_ptr_array_add(containers, pleg_container_copy(&c));
+        pleg_listing_add_container(listing, &c);
     }
 
-    pods = group_pods(sandboxes, containers);
-    pod = g_hash_table_lookup(pods, "pod1");
+    pleg_listing_publish(listing, records, NULL);
+    pleg_listing_free(listing);
+    rec = g_hash_table_lookup(records, "pod1");
+    ck_assert_ptr_nonnull(rec);
+    pod = rec->current;
     ck_assert_ptr_nonnull(pod);
     ck_assert_int_eq(pod_snapshot_state(pod, "created"), STATE_UNKNOWN);
     ck_assert_int_eq(pod_snapshot_state(pod, "running"), STATE_RUNNING);
