@@ -258,8 +258,11 @@ typedef struct {
     const PlegStatusFeed *feed;
     gpointer data;
     GCancellable *cancellable;
-    guint in_flight;      /* queries given to the driver and not handed back */
-    GAsyncQueue *answers; /* the pool's answers (PlegStatusQuery), for a runtime without drive */
+    guint in_flight; /* queries given to the driver and not handed back */
+    /* For a runtime without drive: the pool's answers (PlegStatusQuery), under lock. */
+    GMutex lock;
+    GCond answered;
+    GQueue answers;
 } Drive;
 
 static PlegStatusQuery *
@@ -299,7 +302,10 @@ pool_ask(gpointer data, gpointer user_data)
     Drive *drive = task->drive;
 
     pleg_runtime_get_statuses(drive->runtime, task->query, 1, drive->cancellable);
-    g_async_queue_push(drive->answers, task->query);
+    g_mutex_lock(&drive->lock);
+    g_queue_push_tail(&drive->answers, task->query);
+    g_cond_signal(&drive->answered);
+    g_mutex_unlock(&drive->lock);
     g_free(task);
 }
 
@@ -320,27 +326,36 @@ drive_in_pool(Drive *drive, guint max_in_flight)
         g_thread_pool_set_max_threads(runtime->pool, max_threads, NULL);
     g_mutex_unlock(&runtime->pool_lock);
 
-    drive->answers = g_async_queue_new();
+    g_mutex_init(&drive->lock);
+    g_cond_init(&drive->answered);
+    g_queue_init(&drive->answers);
     for (;;) {
+        PlegStatusQuery *answer;
+
         while (more && drive->in_flight < max_in_flight) {
             PlegStatusQuery *q = drive_next(drive);
+            PoolTask *task;
 
             if (!q) {
                 more = FALSE;
                 break;
             }
-            PoolTask *task = g_new(PoolTask, 1);
-
+            task = g_new(PoolTask, 1);
             task->drive = drive;
             task->query = q;
             g_thread_pool_push(runtime->pool, task, NULL);
         }
         if (drive->in_flight == 0)
             break;
-        drive_answered(g_async_queue_pop(drive->answers), drive);
+        g_mutex_lock(&drive->lock);
+        while (!(answer = g_queue_pop_head(&drive->answers)))
+            g_cond_wait(&drive->answered, &drive->lock);
+        g_mutex_unlock(&drive->lock);
+        drive_answered(answer, drive);
         more = TRUE;
     }
-    g_async_queue_unref(drive->answers);
+    g_cond_clear(&drive->answered);
+    g_mutex_clear(&drive->lock);
 }
 
 void
