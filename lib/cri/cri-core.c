@@ -541,16 +541,15 @@ drive(CriChannel *self, const CriCallFeed *feed, gpointer data, guint max_in_fli
       gint64 timeout_usec, gboolean one_deadline, GCancellable *cancellable)
 {
     InFlight in_flight = {0};
-    g_autofree Unary *slots = g_new0(Unary, max_in_flight);
-    g_autofree Unary **free_slots = g_new(Unary *, max_in_flight);
-    guint n_free = max_in_flight;
+    /* Slots are made as calls need them, so that a large bound costs only what is used. */
+    g_autoptr(GPtrArray) slots = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) free_slots = g_ptr_array_new();
+    guint running = 0;
     gpr_timespec deadline = deadline_from_timeout(timeout_usec);
     grpc_completion_queue *cq;
     gulong cancel_id = 0;
     gboolean more = TRUE;
 
-    for (guint i = 0; i < max_in_flight; i++)
-        free_slots[i] = &slots[i];
     g_mutex_init(&in_flight.lock);
     in_flight.calls = g_ptr_array_new();
     cq = grpc_completion_queue_create_for_next(NULL);
@@ -563,7 +562,7 @@ drive(CriChannel *self, const CriCallFeed *feed, gpointer data, guint max_in_fli
         grpc_event event;
         Unary *done;
 
-        while (more && n_free > 0) {
+        while (more && running < max_in_flight) {
             CriUnaryCall *spec = feed->next(data);
             Unary *u;
             gboolean cancelled;
@@ -583,12 +582,15 @@ drive(CriChannel *self, const CriCallFeed *feed, gpointer data, guint max_in_fli
                 feed->done(spec, data);
                 continue;
             }
-            u = free_slots[--n_free];
+            if (free_slots->len > 0)
+                u = g_ptr_array_steal_index_fast(free_slots, free_slots->len - 1);
+            else
+                g_ptr_array_add(slots, (u = g_new0(Unary, 1)));
             u->spec = spec;
             if (!unary_start(self, u, cq,
                              one_deadline ? deadline : deadline_from_timeout(timeout_usec))) {
                 unary_finish(self, u);
-                free_slots[n_free++] = u;
+                g_ptr_array_add(free_slots, u);
                 feed->done(spec, data);
                 continue;
             }
@@ -597,8 +599,9 @@ drive(CriChannel *self, const CriCallFeed *feed, gpointer data, guint max_in_fli
             if (in_flight.cancelled)
                 grpc_call_cancel(u->call, NULL);
             g_mutex_unlock(&in_flight.lock);
+            running++;
         }
-        if (n_free == max_in_flight)
+        if (running == 0)
             break;
 
         event = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
@@ -607,8 +610,9 @@ drive(CriChannel *self, const CriCallFeed *feed, gpointer data, guint max_in_fli
         g_mutex_lock(&in_flight.lock);
         g_ptr_array_remove_fast(in_flight.calls, done->call);
         g_mutex_unlock(&in_flight.lock);
+        running--;
         unary_finish(self, done);
-        free_slots[n_free++] = done;
+        g_ptr_array_add(free_slots, done);
         feed->done(done->spec, data);
         more = TRUE;
     }

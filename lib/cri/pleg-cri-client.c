@@ -638,8 +638,8 @@ typedef struct {
     PlegCriClient *client;
     const PlegStatusFeed *feed;
     gpointer data;
-    StatusCall **free_calls; /* max_in_flight of them at first */
-    guint n_free;
+    GPtrArray *calls;      /* every StatusCall made, as the channel needed them */
+    GPtrArray *free_calls; /* those not in flight */
     /* Every answer is unpacked into it and dropped once decoded: the channel unpacks one
      * answer at a time, on this thread, just before handing its call back. */
     CriArena *arena;
@@ -653,12 +653,13 @@ status_drive_next(gpointer data)
     PlegStatusQuery *q;
     StatusCall *call;
 
-    /* The channel asks only while it has a place free, and has as many as there are calls. */
-    g_return_val_if_fail(drive->n_free > 0, NULL);
     q = drive->feed->next(drive->data);
     if (!q)
         return NULL;
-    call = drive->free_calls[--drive->n_free];
+    if (drive->free_calls->len > 0)
+        call = g_ptr_array_steal_index_fast(drive->free_calls, drive->free_calls->len - 1);
+    else
+        g_ptr_array_add(drive->calls, (call = g_new(StatusCall, 1)));
     memset(&call->call, 0, sizeof(call->call));
     call->query = q;
     status_call_init(&call->call, &call->request, q, drive->arena);
@@ -673,7 +674,7 @@ status_drive_done(CriUnaryCall *done, gpointer data)
 
     status_call_answer(drive->client, &call->call, call->query);
     cri_arena_rewind(drive->arena, &drive->empty);
-    drive->free_calls[drive->n_free++] = call;
+    g_ptr_array_add(drive->free_calls, call);
     drive->feed->answered(call->query, drive->data);
 }
 
@@ -685,14 +686,12 @@ runtime_drive_statuses(gpointer impl, const PlegStatusFeed *feed, gpointer data,
 {
     static const CriCallFeed call_feed = {status_drive_next, status_drive_done};
     PlegCriClient *client = impl;
-    g_autofree StatusCall *calls = g_new(StatusCall, max_in_flight);
-    g_autofree StatusCall **free_calls = g_new(StatusCall *, max_in_flight);
+    g_autoptr(GPtrArray) calls = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) free_calls = g_ptr_array_new();
     g_autoptr(CriArena) arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
-    StatusDrive drive = {client, feed, data, free_calls, max_in_flight, arena};
+    StatusDrive drive = {client, feed, data, calls, free_calls, arena};
 
     drive.empty = cri_arena_mark(arena);
-    for (guint i = 0; i < max_in_flight; i++)
-        free_calls[i] = &calls[i];
     cri_channel_drive(client->channel, &call_feed, &drive, max_in_flight, client->timeout_usec,
                       cancellable);
 }
