@@ -27,8 +27,9 @@
 #     (cri-ctl ps / pods) equals what the driver did;
 #   - growth: plegd's RSS, fd and thread counts (/proc, every 2 s after a warm-up of
 #     min(15 s, DURATION/6)): the last third's maximum may exceed the first third's by at most
-#     RSS +8 MiB, fds +8, threads +4 beyond the 16 of the status-call pool
-#     (--max-status-calls-in-flight=16, whose threads come and go with the churn).  Steady state is ~30 pods / ~70 objects, about 0.5 MiB of
+#     RSS +8 MiB, fds +8, threads +20 (room kept from when each of the 16 status calls in flight,
+#     --max-status-calls-in-flight=16, took a pool thread; they are now driven from the relist's
+#     thread).  Steady state is ~30 pods / ~70 objects, about 0.5 MiB of
 #     records and caches (FACTS: 6 KiB per container), so 8 MiB is room for glibc's per-thread
 #     arenas and fragmentation yet far below a leak of a few hundred bytes per event over 10,000s
 #     of events; fds: gRPC's reconnects and the soak's own HTTP scrapes hold a few at any moment;
