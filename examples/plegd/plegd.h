@@ -351,7 +351,7 @@ gboolean plegd_event_ring_check_since(PlegdEventRing *ring, guint64 since, GErro
 
 #define PLEGD_EVENTS_DEFAULT_MAX_CLIENTS 128
 #define PLEGD_EVENTS_MAX_MAX_CLIENTS     4096
-/* --max-status-calls-in-flight: at most this many (each may hold a thread). */
+/* --max-status-calls-in-flight: at most this many (each holds a call slot and its answer). */
 #define PLEGD_MAX_STATUS_CALLS_IN_FLIGHT_MAX 1024
 /* SO_SNDBUF of a stream's socket (the kernel doubles it): bounds what a stalled client holds in
  * the kernel, and how far behind a client may get before the ring is all that keeps its events. */

@@ -168,7 +168,7 @@ feed_answered(PlegStatusQuery *query, gpointer data)
 
     pod->in_flight--;
     /* A failure other than "gone" fails the pod: what it has not asked is not asked, so that a
-     * hung runtime costs the pod one deadline. */
+     * hung runtime costs the pod the deadlines of the calls already in flight, under two. */
     if (query->error && !pleg_error_is_not_found(query->error) && !pod->failure) {
         pod->failure = g_error_copy(query->error);
         if (pod->next < pod->phase_end)

@@ -269,12 +269,16 @@ static PlegStatusQuery *
 drive_next(gpointer data)
 {
     Drive *drive = data;
-    PlegStatusQuery *q = drive->feed->next(drive->data);
+    PlegStatusQuery *q;
 
-    if (q) {
-        g_return_val_if_fail(!q->pod_sandbox_id != !q->container_id, NULL);
-        drive->in_flight++;
+    /* A query without exactly one id is answered at once with an error, never asked. */
+    while ((q = drive->feed->next(drive->data)) && !q->pod_sandbox_id == !q->container_id) {
+        g_set_error(&q->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
+                    "a status query needs exactly one of a pod sandbox id and a container id");
+        drive->feed->answered(q, drive->data);
     }
+    if (q)
+        drive->in_flight++;
     return q;
 }
 
@@ -340,6 +344,14 @@ drive_in_pool(Drive *drive, guint max_in_flight)
                 more = FALSE;
                 break;
             }
+            /* Once cancelled, what is left fails here, even on a runtime that would not
+             * notice the cancellable. */
+            if (g_cancellable_is_cancelled(drive->cancellable)) {
+                g_set_error(&q->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_CANCELLED,
+                            "status call cancelled");
+                drive_answered(q, drive);
+                continue;
+            }
             task = g_new(PoolTask, 1);
             task->drive = drive;
             task->query = q;
@@ -372,8 +384,9 @@ pleg_runtime_drive_statuses(PlegRuntime *runtime, const PlegStatusFeed *feed, gp
         return;
     }
     runtime->drive(runtime->impl, &drive_feed, &drive, max_in_flight, cancellable);
-    /* A driver must hand back what it asked and ask until the feed is empty; if it did not, the
-     * pods waiting on it fail rather than wait forever. */
+    /* A driver must hand back what it asked and ask until the feed is empty.  What it never
+     * asked fails here rather than wait forever; what it asked and kept is lost with its pods,
+     * and said so. */
     if (drive.in_flight > 0)
         g_critical("a runtime's status driver returned with %u queries not handed back",
                    drive.in_flight);

@@ -120,6 +120,27 @@ START_TEST(test_hung_pods_hold_back_no_other)
 }
 END_TEST
 
+/* Stopping cancels the relist's status calls: the call in flight ends, and the pods not yet
+ * asked are not asked at all, whatever the runtime would do with a cancelled call. */
+START_TEST(test_stop_asks_no_more)
+{
+    g_autoptr(Fixture) fx = bounded_fixture(1);
+
+    add_pods(fx, 5);
+    for (guint i = 0; i < 5; i++) {
+        g_autofree char *sandbox = g_strdup_printf("s%u", i);
+
+        fake_runtime_block(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, sandbox);
+    }
+    pleg_generic_start(fx->pleg);
+    /* One call in flight at most: the first pod's, blocked. */
+    ck_assert(fake_runtime_wait_blocked_count(fx->fake, 1, WAIT_USEC));
+    pleg_generic_stop(fx->pleg);
+
+    ck_assert_uint_eq(fake_runtime_get_call_count(fx->fake, FAKE_OP_POD_SANDBOX_STATUS), 1);
+}
+END_TEST
+
 /* A pod whose inspection fails is retried by the next relist; the others are published. */
 START_TEST(test_failed_pod_alone)
 {
@@ -380,6 +401,7 @@ batch_suite(void)
     tcase_add_test(tc, test_bound_never_exceeded);
     tcase_add_test(tc, test_bound_one_call);
     tcase_add_test(tc, test_hung_pods_hold_back_no_other);
+    tcase_add_test(tc, test_stop_asks_no_more);
     tcase_add_test(tc, test_failed_pod_alone);
     suite_add_tcase(suite, tc);
 
