@@ -178,9 +178,15 @@ plegd_runner_free(PlegdRunner *runner)
 {
     if (!runner)
         return;
+    /* A plegd still running is asked to stop first, so that a sanitizer finishes what it writes
+     * (a ThreadSanitizer report cut off by SIGKILL fails the check with nothing to judge); one
+     * that does not stop in time is killed. */
     if (g_subprocess_get_identifier(runner->process)) {
-        g_subprocess_force_exit(runner->process);
-        subprocess_wait_reaped(runner->process);
+        g_subprocess_send_signal(runner->process, SIGTERM);
+        if (!subprocess_wait_reaped(runner->process)) {
+            g_subprocess_force_exit(runner->process);
+            subprocess_wait_reaped(runner->process);
+        }
     }
     g_clear_pointer(&runner->out_reader, g_thread_join);
     g_clear_pointer(&runner->err_reader, g_thread_join);
