@@ -10,6 +10,7 @@
  *   pleg-transitions.c    the transition table: two snapshots in, transitions out (pure)
  *   pleg-delivery.c       events built and pushed; what a full channel missed, redelivered
  *   pleg-inspect.c        inspection: a relist's status calls under one bound, pod by pod
+ *   pleg-status-pool.c    those calls asked on a GLib pool, for a runtime that only blocks
  *   pleg-reconcile.c      reconcile of one pod, global and targeted relists
  *   pleg-dispatcher.c     the RequestRelist queue, pod suspension, the dispatcher thread
  *   pleg-relist-notice.c  the relist callback, called back in the host's GMainContext

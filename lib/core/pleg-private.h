@@ -73,10 +73,19 @@ typedef void (*PlegRuntimeDriveFunc)(gpointer impl, const PlegStatusFeed *feed, 
 
 /* Gives @runtime a way to drive status calls from one thread; before it is shared only. */
 G_GNUC_INTERNAL void pleg_runtime_set_drive_func(PlegRuntime *runtime, PlegRuntimeDriveFunc func);
-/* Through the drive function when @runtime has one, else each query asked on a thread of a pool
- * the runtime keeps (at most @max_in_flight of them busy for this call) with
- * pleg_runtime_get_statuses().  Answers are settled as pleg_runtime_get_statuses() settles
- * them. */
+/* Through the drive function when @runtime has one, else through its status pool.  Answers are
+ * settled as pleg_runtime_get_statuses() settles them. */
 G_GNUC_INTERNAL void pleg_runtime_drive_statuses(PlegRuntime *runtime, const PlegStatusFeed *feed,
                                                  gpointer data, guint max_in_flight,
                                                  GCancellable *cancellable);
+
+/* pleg-status-pool.c: each query asked on a thread of a GLib pool, at most the bound of a drive
+ * at once, for a runtime without a drive function.  A PlegRuntime owns one; @runtime is not
+ * referenced.  Free waits for the tasks of drives under way. */
+typedef struct _PlegStatusPool PlegStatusPool;
+G_GNUC_INTERNAL PlegStatusPool *pleg_status_pool_new(PlegRuntime *runtime);
+G_GNUC_INTERNAL void pleg_status_pool_free(PlegStatusPool *pool);
+/* A PlegRuntimeDriveFunc; @impl is the pool. */
+G_GNUC_INTERNAL void pleg_status_pool_drive(gpointer impl, const PlegStatusFeed *feed,
+                                            gpointer data, guint max_in_flight,
+                                            GCancellable *cancellable);

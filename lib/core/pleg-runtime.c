@@ -17,8 +17,7 @@ struct _PlegRuntime {
     gpointer impl;
     PlegRuntimeVisitFunc visit; /* NULL for runtimes built on the public API alone */
     PlegRuntimeDriveFunc drive; /* likewise */
-    GMutex pool_lock;
-    GThreadPool *pool; /* asks status queries for runtimes without @drive; made when needed */
+    PlegStatusPool *pool;       /* drives the status calls of a runtime without @drive */
 };
 
 PlegRuntime *
@@ -35,7 +34,7 @@ pleg_runtime_new(const PlegRuntimeVTable *vtable, gpointer impl)
     g_atomic_ref_count_init(&runtime->ref_count);
     runtime->vtable = vtable;
     runtime->impl = impl;
-    g_mutex_init(&runtime->pool_lock);
+    runtime->pool = pleg_status_pool_new(runtime);
     return runtime;
 }
 
@@ -54,9 +53,7 @@ pleg_runtime_unref(PlegRuntime *runtime)
         return;
     /* Waits for the pool's tasks, which hold no reference: each belongs to a drive still under
      * way, whose caller holds one. */
-    if (runtime->pool)
-        g_thread_pool_free(runtime->pool, FALSE, TRUE);
-    g_mutex_clear(&runtime->pool_lock);
+    pleg_status_pool_free(runtime->pool);
     if (runtime->vtable->finalize)
         runtime->vtable->finalize(runtime->impl);
     g_free(runtime);
@@ -254,15 +251,9 @@ pleg_runtime_set_drive_func(PlegRuntime *runtime, PlegRuntimeDriveFunc func)
 
 /* One drive: the feed it serves, and what the runtime's driver owes it. */
 typedef struct {
-    PlegRuntime *runtime;
     const PlegStatusFeed *feed;
     gpointer data;
-    GCancellable *cancellable;
     guint in_flight; /* queries given to the driver and not handed back */
-    /* For a runtime without drive: the pool's answers (PlegStatusQuery), under lock. */
-    GMutex lock;
-    GCond answered;
-    GQueue answers;
 } Drive;
 
 static PlegStatusQuery *
@@ -294,96 +285,19 @@ drive_answered(PlegStatusQuery *q, gpointer data)
 
 static const PlegStatusFeed drive_feed = {drive_next, drive_answered};
 
-typedef struct {
-    Drive *drive;
-    PlegStatusQuery *query;
-} PoolTask;
-
-static void
-pool_ask(gpointer data, gpointer user_data)
-{
-    PoolTask *task = data;
-    Drive *drive = task->drive;
-
-    pleg_runtime_get_statuses(drive->runtime, task->query, 1, drive->cancellable);
-    g_mutex_lock(&drive->lock);
-    g_queue_push_tail(&drive->answers, task->query);
-    g_cond_signal(&drive->answered);
-    g_mutex_unlock(&drive->lock);
-    g_free(task);
-}
-
-/* Each query on a pool thread with pleg_runtime_get_statuses(), answers handed back on this
- * thread as they come. */
-static void
-drive_in_pool(Drive *drive, guint max_in_flight)
-{
-    PlegRuntime *runtime = drive->runtime;
-    gint max_threads = (gint)MIN(max_in_flight, G_MAXINT);
-    gboolean more = TRUE;
-
-    /* One pool for every drive of the runtime, as large as the largest bound asked. */
-    g_mutex_lock(&runtime->pool_lock);
-    if (!runtime->pool)
-        runtime->pool = g_thread_pool_new(pool_ask, NULL, max_threads, FALSE, NULL);
-    else if (g_thread_pool_get_max_threads(runtime->pool) < max_threads)
-        g_thread_pool_set_max_threads(runtime->pool, max_threads, NULL);
-    g_mutex_unlock(&runtime->pool_lock);
-
-    g_mutex_init(&drive->lock);
-    g_cond_init(&drive->answered);
-    g_queue_init(&drive->answers);
-    for (;;) {
-        PlegStatusQuery *answer;
-
-        while (more && drive->in_flight < max_in_flight) {
-            PlegStatusQuery *q = drive_next(drive);
-            PoolTask *task;
-
-            if (!q) {
-                more = FALSE;
-                break;
-            }
-            /* Once cancelled, what is left fails here, even on a runtime that would not
-             * notice the cancellable. */
-            if (g_cancellable_is_cancelled(drive->cancellable)) {
-                g_set_error(&q->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_CANCELLED,
-                            "status call cancelled");
-                drive_answered(q, drive);
-                continue;
-            }
-            task = g_new(PoolTask, 1);
-            task->drive = drive;
-            task->query = q;
-            g_thread_pool_push(runtime->pool, task, NULL);
-        }
-        if (drive->in_flight == 0)
-            break;
-        g_mutex_lock(&drive->lock);
-        while (!(answer = g_queue_pop_head(&drive->answers)))
-            g_cond_wait(&drive->answered, &drive->lock);
-        g_mutex_unlock(&drive->lock);
-        drive_answered(answer, drive);
-        more = TRUE;
-    }
-    g_cond_clear(&drive->answered);
-    g_mutex_clear(&drive->lock);
-}
-
 void
 pleg_runtime_drive_statuses(PlegRuntime *runtime, const PlegStatusFeed *feed, gpointer data,
                             guint max_in_flight, GCancellable *cancellable)
 {
-    Drive drive = {runtime, feed, data, cancellable};
+    Drive drive = {feed, data, 0};
     PlegStatusQuery *q;
 
     g_return_if_fail(runtime != NULL && feed != NULL && max_in_flight > 0);
 
-    if (!runtime->drive) {
-        drive_in_pool(&drive, max_in_flight);
-        return;
-    }
-    runtime->drive(runtime->impl, &drive_feed, &drive, max_in_flight, cancellable);
+    if (runtime->drive)
+        runtime->drive(runtime->impl, &drive_feed, &drive, max_in_flight, cancellable);
+    else
+        pleg_status_pool_drive(runtime->pool, &drive_feed, &drive, max_in_flight, cancellable);
     /* A driver must hand back what it asked and ask until the feed is empty.  What it never
      * asked fails here rather than wait forever; what it asked and kept is lost with its pods,
      * and said so. */
