@@ -235,6 +235,8 @@ G_GNUC_INTERNAL PlegState pod_snapshot_state(const PodSnapshot *pod, const char 
 /* pleg-listing.c: under relist_lock. */
 G_GNUC_INTERNAL PlegListing *pleg_listing_new(void);
 G_GNUC_INTERNAL void pleg_listing_free(PlegListing *listing);
+/* The records' GDestroyNotify: the listing is what makes them (pleg_listing_publish()). */
+G_GNUC_INTERNAL void record_free(PodRecord *rec);
 /* Empties @listing for the next relist, keeping its memory. */
 G_GNUC_INTERNAL void pleg_listing_reset(PlegListing *listing);
 /* Copies what grouping needs of an item; the item may be freed or reused once this returns. */
@@ -279,7 +281,6 @@ G_GNUC_INTERNAL void inspect_pods(PlegGeneric *pleg, PodWork *works, guint n, Po
                                   gpointer data);
 
 /* pleg-reconcile.c */
-G_GNUC_INTERNAL void record_free(PodRecord *rec);
 /* Takes relist_lock.  @ret_timestamp_ns: Unix ns at which the relist started. */
 G_GNUC_INTERNAL gboolean relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error);
 /* Targeted relists of @n pods at once (@pod_uids[i] asked by @sources[i], @n_requests[i] times,

@@ -323,43 +323,43 @@ snapshot_new(const PlegListing *listing, const char *uid, const guint32 *order, 
     return pod;
 }
 
-/* Marks the records @only names (every record when NULL) unlisted. */
-static void
-mark_unlisted(GHashTable *records, GHashTable *only)
+void
+record_free(PodRecord *rec)
 {
-    GHashTableIter iter;
-    gpointer key;
-    PodRecord *rec;
-
-    if (only) {
-        g_hash_table_iter_init(&iter, only);
-        while (g_hash_table_iter_next(&iter, &key, NULL)) {
-            if ((rec = g_hash_table_lookup(records, key)))
-                rec->listed = FALSE;
-        }
-        return;
-    }
-    g_hash_table_iter_init(&iter, records);
-    while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&rec))
-        rec->listed = FALSE;
+    pod_snapshot_unref(rec->old);
+    pod_snapshot_unref(rec->current);
+    g_free(rec);
 }
 
-/* Drops the current snapshot of the records @only names (every record when NULL) that the
- * listing did not hold. */
+/* Calls @func on each record that @only names, or on every record when @only is NULL: the
+ * records a publication is about. */
 static void
-clear_unlisted(GHashTable *records, GHashTable *only)
+foreach_record(GHashTable *records, GHashTable *only, void (*func)(PodRecord *rec))
 {
     GHashTableIter iter;
-    gpointer key;
-    PodRecord *rec;
+    gpointer key, value;
 
     g_hash_table_iter_init(&iter, only ? only : records);
-    while (g_hash_table_iter_next(&iter, &key, only ? NULL : (gpointer *)&rec)) {
-        if (only)
-            rec = g_hash_table_lookup(records, key);
-        if (rec && !rec->listed)
-            g_clear_pointer(&rec->current, pod_snapshot_unref);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        PodRecord *rec = only ? g_hash_table_lookup(records, key) : value;
+
+        if (rec)
+            func(rec);
     }
+}
+
+static void
+mark_unlisted(PodRecord *rec)
+{
+    rec->listed = FALSE;
+}
+
+/* The pod was not listed: it has no current snapshot. */
+static void
+clear_unlisted(PodRecord *rec)
+{
+    if (!rec->listed)
+        g_clear_pointer(&rec->current, pod_snapshot_unref);
 }
 
 guint
@@ -371,7 +371,7 @@ pleg_listing_publish(PlegListing *listing, GHashTable *records, GHashTable *only
 
     group(listing);
     order = (const guint32 *)listing->order->data;
-    mark_unlisted(records, only);
+    foreach_record(records, only, mark_unlisted);
 
     for (guint first = 0, end; first < listing->order->len; first = end) {
         const char *uid = text_of(listing, item_at(listing, order[first])->pod);
@@ -399,6 +399,6 @@ pleg_listing_publish(PlegListing *listing, GHashTable *records, GHashTable *only
         pod_snapshot_unref(rec->current);
         rec->current = snapshot_new(listing, uid, order + first, end - first);
     }
-    clear_unlisted(records, only);
+    foreach_record(records, only, clear_unlisted);
     return running_pods;
 }

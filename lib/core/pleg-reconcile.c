@@ -11,14 +11,6 @@
 
 /* --- reconciliation ----------------------------------------------------------------------- */
 
-void
-record_free(PodRecord *rec)
-{
-    pod_snapshot_unref(rec->old);
-    pod_snapshot_unref(rec->current);
-    g_free(rec);
-}
-
 static void
 pod_work_clear(PodWork *work)
 {
@@ -165,6 +157,15 @@ reconcile_pods(PlegGeneric *pleg, PodWork *works, guint n, gint64 timestamp_ns)
         pod_work_clear(&works[i]);
 }
 
+/* Fills the relist's listing with every sandbox and container the runtime has. */
+static gboolean
+list_everything(PlegGeneric *pleg, GError **error)
+{
+    pleg_listing_reset(pleg->listing);
+    return pleg_runtime_visit_listing(pleg->runtime, &pleg_listing_visitor, pleg->listing,
+                                      pleg->cancellable, error);
+}
+
 gboolean
 relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
 {
@@ -192,9 +193,7 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
                                    (double)elapsed_usec_since(pleg, last_ns, last_mono_usec) /
                                        G_USEC_PER_SEC);
 
-    pleg_listing_reset(pleg->listing);
-    if (!pleg_runtime_visit_listing(pleg->runtime, &pleg_listing_visitor, pleg->listing,
-                                    pleg->cancellable, error)) {
+    if (!list_everything(pleg, error)) {
         g_mutex_lock(&pleg->state_lock);
         g_clear_error(&pleg->last_relist_error);
         pleg->last_relist_error = error && *error ? g_error_copy(*error) : NULL;
@@ -335,10 +334,9 @@ list_pods(PlegGeneric *pleg, GPtrArray *uids, GError **error)
     for (guint i = 0; !everything && i < uids->len; i++)
         everything = has_containers_by_label(pleg, uids->pdata[i]);
 
-    pleg_listing_reset(pleg->listing);
     if (everything)
-        return pleg_runtime_visit_listing(pleg->runtime, &pleg_listing_visitor, pleg->listing,
-                                          pleg->cancellable, error);
+        return list_everything(pleg, error);
+    pleg_listing_reset(pleg->listing);
     for (guint i = 0; i < uids->len; i++) {
         if (!list_pod(pleg, uids->pdata[i], error))
             return FALSE;

@@ -44,18 +44,10 @@ list_all(PlegListing *listing)
         pleg_listing_visitor.container(&containers[i], listing);
 }
 
-static void
-test_record_free(PodRecord *rec)
-{
-    pod_snapshot_unref(rec->old);
-    pod_snapshot_unref(rec->current);
-    g_free(rec);
-}
-
 static GHashTable *
 records_new(void)
 {
-    return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)test_record_free);
+    return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)record_free);
 }
 
 /* How the listing above groups, by index into sandboxes[] and containers[] (-1 ends a list):

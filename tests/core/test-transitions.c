@@ -208,14 +208,6 @@ START_TEST(test_repeated_id)
 }
 END_TEST
 
-static void
-record_free_for_test(PodRecord *rec)
-{
-    pod_snapshot_unref(rec->old);
-    pod_snapshot_unref(rec->current);
-    g_free(rec);
-}
-
 /* The states the table sees come from the listing: CRI CONTAINER_CREATED and CONTAINER_UNKNOWN
  * are kubelet's unknown, SANDBOX_NOTREADY is exited (pleg-listing.c). */
 START_TEST(test_states_from_listing)
@@ -232,8 +224,8 @@ START_TEST(test_states_from_listing)
     PlegPodSandbox ready = {.id = "s-ready", .uid = "pod1", .state = PLEG_POD_SANDBOX_STATE_READY};
     PlegPodSandbox notready = {
         .id = "s-notready", .uid = "pod1", .state = PLEG_POD_SANDBOX_STATE_NOTREADY};
-    g_autoptr(GHashTable) records = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-                                                          (GDestroyNotify)record_free_for_test);
+    g_autoptr(GHashTable) records =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)record_free);
     PlegListing *listing = pleg_listing_new();
     const PodRecord *rec;
     const PodSnapshot *pod;
