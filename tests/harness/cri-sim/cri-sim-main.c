@@ -5,8 +5,9 @@
  *   cri-sim --socket PATH [--script FILE]
  *
  * Prints "ready" on stdout once it listens.  Without --script it reads commands from stdin and
- * answers each with "ok" or "error: MESSAGE"; end of input quits.  With --script it runs the file
- * (sleeps included) and then keeps serving until "quit", SIGINT or SIGTERM; a failing command
+ * answers each with "ok" or "error: MESSAGE" (a line that is not UTF-8 included); end of input
+ * quits, and a read error exits with status 1 after saying so on stderr.  With --script it runs the
+ * file (sleeps included) and then keeps serving until "quit", SIGINT or SIGTERM; a failing command
  * prints "cri-sim: FILE:LINE: MESSAGE" on stderr and exits with status 1.
  */
 #include <stdio.h>
@@ -99,7 +100,9 @@ on_input(GIOChannel *channel, GIOCondition condition, gpointer data)
         if (status == G_IO_STATUS_AGAIN)
             return G_SOURCE_CONTINUE;
         if (status != G_IO_STATUS_NORMAL) {
-            app_quit(app, 0);
+            if (status == G_IO_STATUS_ERROR)
+                g_printerr("cri-sim: reading commands from stdin: %s\n", error->message);
+            app_quit(app, status == G_IO_STATUS_EOF ? 0 : EXIT_FAILURE);
             g_clear_pointer(&app->input_source, g_source_unref);
             return G_SOURCE_REMOVE;
         }
@@ -170,6 +173,9 @@ main(int argc, char **argv)
         g_source_attach(app.sleep_source, NULL);
     } else {
         app.input = g_io_channel_unix_new(0);
+        /* Lines as bytes: a command that is not UTF-8 is answered with an error, like any
+         * other malformed command, instead of ending the input as a conversion error. */
+        g_io_channel_set_encoding(app.input, NULL, NULL);
         g_io_channel_set_flags(app.input, G_IO_FLAG_NONBLOCK, NULL);
         app.input_source = g_io_create_watch(app.input, G_IO_IN | G_IO_HUP | G_IO_ERR);
         g_source_set_callback(app.input_source, (GSourceFunc)(void (*)(void))on_input, &app, NULL);

@@ -156,6 +156,12 @@ cri_sim_run_command(CriSim *sim, const char *line, gboolean *ret_quit, GError **
     gboolean on;
     char *hash = strchr(text, '#');
 
+    /* Ids and names end up in protobuf strings, which must be UTF-8. */
+    if (!g_utf8_validate(line, -1, NULL)) {
+        g_set_error_literal(error, CRI_SIM_ERROR, CRI_SIM_ERROR_SYNTAX,
+                            "a command is UTF-8 text, and this line is not");
+        return FALSE;
+    }
     if (hash)
         *hash = '\0';
     words = g_strsplit_set(g_strstrip(text), " \t", -1);

@@ -468,10 +468,11 @@ GBytes *cri_sim_get_last_request(CriSim *sim, const char *method);
 
 /**
  * cri_sim_run_command:
- * @line: one command (see above); blank lines and comments do nothing.
+ * @line: one command (see above), UTF-8 text; blank lines and comments do nothing.
  * @ret_quit: (out) (optional): set TRUE by "quit".
  *
- * Returns: %FALSE with @error set when the command is malformed or fails.
+ * Returns: %FALSE with @error set when the command is malformed (%CRI_SIM_ERROR_SYNTAX, a line
+ * that is not UTF-8 too) or fails.
  */
 gboolean cri_sim_run_command(CriSim *sim, const char *line, gboolean *ret_quit, GError **error);
 /**

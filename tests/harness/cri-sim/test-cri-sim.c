@@ -1136,11 +1136,26 @@ END_TEST
 START_TEST(test_commands)
 {
     static const char *const bad[] = {
-        "bogus",       "pod",          "container u1",     "exit c1",        "exit c1 abc",
-        "event NOPE c1", "event STOPPED c1 sideways", "end-stream maybe", "deliver-one yes",
-        "away",        "delay Version", "fail Version 99", "bulk many",      "quit now",
-        "bulk 1 1 -5", "list-streams maybe", "list-batch 0", "list-stream-fail 1",
+        "bogus",
+        "pod",
+        "container u1",
+        "exit c1",
+        "exit c1 abc",
+        "event NOPE c1",
+        "event STOPPED c1 sideways",
+        "end-stream maybe",
+        "deliver-one yes",
+        "away",
+        "delay Version",
+        "fail Version 99",
+        "bulk many",
+        "quit now",
+        "bulk 1 1 -5",
+        "list-streams maybe",
+        "list-batch 0",
+        "list-stream-fail 1",
         "list-stream-fail 1 99",
+        "pod \xff\xfe",
     };
     g_autoptr(GError) error = NULL;
     gboolean quit = FALSE;
@@ -1364,6 +1379,8 @@ START_TEST(test_binary_stdin)
     binary_command(&binary, "pod u1", "ok");
     binary_command(&binary, "pod u2", "ok");
     binary_command(&binary, "start nope", "error: no container");
+    /* Bytes that are not UTF-8 are a malformed command, and the commands after it are served. */
+    binary_command(&binary, "pod \xff\xfe", "error: a command is UTF-8 text");
     ck_assert(wait_pods(2));
     binary_command(&binary, "fail ListPodSandbox 14", "ok");
     {
