@@ -163,19 +163,23 @@ quit(App *app, const char *signal_name)
 }
 
 /* SIGINT, SIGTERM and SIGHUP end plegd cleanly (SIGHUP's default would kill it without a flush;
- * plegd has nothing to reload).  They are blocked in every thread from the start of main(),
+ * plegd has nothing to reload).  SIGUSR1 and SIGUSR2 mean nothing to plegd, and their default
+ * would kill it too: a stray one (a log-reopen habit, a script meant for another daemon) is
+ * logged and ignored.  All five are blocked in every thread from the start of main(),
  * before any thread exists, so that every thread plegd, GLib, gRPC or a plugin creates inherits
  * the mask, and the main loop reads them from a signalfd.  With a handler instead the kernel
  * picks the thread, and a signal that lands on a thread asleep in a raw futex wait can stay
  * undelivered (ThreadSanitizer runs handlers only at its interceptors: plegd then ignored
  * SIGTERM until that thread woke). */
 static void
-shutdown_signals(sigset_t *set)
+handled_signals(sigset_t *set)
 {
     sigemptyset(set);
     sigaddset(set, SIGINT);
     sigaddset(set, SIGTERM);
     sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+    sigaddset(set, SIGUSR2);
 }
 
 static const char *
@@ -188,6 +192,10 @@ signal_name(guint32 signum)
         return "SIGTERM";
     case SIGHUP:
         return "SIGHUP";
+    case SIGUSR1:
+        return "SIGUSR1";
+    case SIGUSR2:
+        return "SIGUSR2";
     default:
         return "a signal";
     }
@@ -198,8 +206,14 @@ on_signal(int fd, GIOCondition condition, gpointer user_data)
 {
     struct signalfd_siginfo info;
 
-    while (read(fd, &info, sizeof info) == sizeof info)
-        quit(user_data, signal_name(info.ssi_signo));
+    while (read(fd, &info, sizeof info) == sizeof info) {
+        if (info.ssi_signo == SIGUSR1 || info.ssi_signo == SIGUSR2)
+            g_message("received %s from pid %" G_GUINT32_FORMAT
+                      ": plegd has no use for it, ignored",
+                      signal_name(info.ssi_signo), info.ssi_pid);
+        else
+            quit(user_data, signal_name(info.ssi_signo));
+    }
     return G_SOURCE_CONTINUE;
 }
 
@@ -211,7 +225,7 @@ add_signal_source(App *app, int *ret_fd, GError **error)
     GSource *source;
     int fd;
 
-    shutdown_signals(&set);
+    handled_signals(&set);
     fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (fd < 0) {
         int errsv = errno;
@@ -503,8 +517,8 @@ main(int argc, char **argv)
     gboolean stdout_closed = open_standard_fds();
     sigset_t signals;
 
-    /* First, before any thread exists (see shutdown_signals()). */
-    shutdown_signals(&signals);
+    /* First, before any thread exists (see handled_signals()). */
+    handled_signals(&signals);
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     setlocale(LC_ALL, "");
     setup_logging();

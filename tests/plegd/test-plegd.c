@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "pleg-config.h"
 #include "plegd-runner.h"
@@ -295,6 +296,37 @@ START_TEST(test_sighup)
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGHUP), 0);
     err = plegd_runner_get_stderr(plegd);
     ck_assert_msg(strstr(err, "received SIGHUP, shutting down"), "%s", err);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+/* SIGUSR1 and SIGUSR2 mean nothing to plegd: each is logged with its sender, plegd keeps running
+ * and still stops cleanly on SIGTERM (their default action would have killed it). */
+START_TEST(test_sigusr_ignored)
+{
+    g_autofree char *dir = make_tmpdir();
+    g_autofree char *endpoint_arg =
+        g_strdup_printf("--container-runtime-endpoint=unix://%s/none.sock", dir);
+    g_autoptr(PlegdRunner) plegd =
+        plegd_runner_spawn(NULL, endpoint_arg, "--metrics-bind-address=", "--plugin-dir=");
+    g_autofree char *sender = g_strdup_printf("from pid %d", (int)getpid());
+    pid_t pid;
+
+    assert_stderr_shows(plegd, "relisting");
+    pid = (pid_t)g_ascii_strtoll(plegd_runner_get_pid(plegd), NULL, 10);
+    ck_assert_int_eq(kill(pid, SIGUSR1), 0);
+    assert_stderr_shows(plegd, "received SIGUSR1");
+    ck_assert_int_eq(kill(pid, SIGUSR2), 0);
+    assert_stderr_shows(plegd, "received SIGUSR2");
+    {
+        g_autofree char *err = plegd_runner_get_stderr(plegd);
+
+        ck_assert_msg(strstr(err, sender), "%s", err);
+        ck_assert_msg(strstr(err, "plegd has no use for it, ignored"), "%s", err);
+        ck_assert_msg(!strstr(err, "shutting down"), "%s", err);
+    }
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    assert_stderr_shows(plegd, "received SIGTERM, shutting down");
     remove_tmpdir(dir);
 }
 END_TEST
@@ -1047,7 +1079,9 @@ START_TEST(test_signals_blocked_in_every_thread)
     g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
         NULL, endpoint_arg, "--relist-period=100ms", "--metrics-bind-address=127.0.0.1:0",
         "--feature-gates=EventedPLEG=true");
-    const guint64 wanted = (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1)) | (1ull << (SIGHUP - 1));
+    const guint64 wanted = (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1)) |
+                           (1ull << (SIGHUP - 1)) | (1ull << (SIGUSR1 - 1)) |
+                           (1ull << (SIGUSR2 - 1));
     g_autofree char *task_dir = NULL;
     g_autoptr(GDir) dir = NULL;
     g_autoptr(GError) error = NULL;
@@ -1180,6 +1214,7 @@ plegd_suite(void)
     tcase_add_test(tc, test_bind_failure);
     tcase_add_test(tc, test_ipv6_and_sigint);
     tcase_add_test(tc, test_sighup);
+    tcase_add_test(tc, test_sigusr_ignored);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("config");
