@@ -100,8 +100,9 @@ START_TEST(test_endpoint_invalid)
         "unix:///tmp/a?b.sock",
         "/tmp/a#b.sock",
         "unix:/tmp/100%.sock",
-        "/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-        "aaaaaaaaaaaaaaaaaaaa.sock",
+        /* One path, longer than sun_path's 108 bytes. */
+        ("/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+         "aaaaaaaaaaaaaaaaaaaa.sock"),
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(invalid); i++) {
@@ -337,7 +338,7 @@ START_TEST(test_concurrent_calls)
 {
     g_autofree char *path = socket_path("cri.sock");
     g_autofree char *endpoint = endpoint_for(path);
-    g_autoptr(FakeCriServer) server = fake_cri_server_new(path);
+    g_autoptr(FakeCriServer) server G_GNUC_UNUSED = fake_cri_server_new(path);
     g_autoptr(GError) error = NULL;
     g_autoptr(PlegCriClient) client = pleg_cri_client_new(endpoint, 10 * G_USEC_PER_SEC, &error);
     WorkerData workers[4];
@@ -420,7 +421,7 @@ END_TEST
 START_TEST(test_list_pod_sandboxes)
 {
     g_autofree char *path = socket_path("cri.sock");
-    g_autoptr(FakeCriServer) server = fake_cri_server_new(path);
+    g_autoptr(FakeCriServer) server G_GNUC_UNUSED = fake_cri_server_new(path);
     g_autoptr(GError) error = NULL;
     g_autoptr(PlegCriClient) client = pleg_cri_client_new(path, 0, &error);
     g_autoptr(PlegRuntime) runtime = pleg_cri_client_as_runtime(client);
@@ -497,7 +498,7 @@ END_TEST
 START_TEST(test_list_containers)
 {
     g_autofree char *path = socket_path("cri.sock");
-    g_autoptr(FakeCriServer) server = fake_cri_server_new(path);
+    g_autoptr(FakeCriServer) server G_GNUC_UNUSED = fake_cri_server_new(path);
     g_autoptr(GError) error = NULL;
     g_autoptr(PlegCriClient) client = pleg_cri_client_new(path, 0, &error);
     g_autoptr(PlegRuntime) runtime = pleg_cri_client_as_runtime(client);
@@ -536,7 +537,7 @@ START_TEST(test_pod_sandbox_status)
 {
     g_autofree char *path = socket_path("cri.sock");
     g_autofree char *endpoint = endpoint_for(path);
-    g_autoptr(FakeCriServer) server = fake_cri_server_new(path);
+    g_autoptr(FakeCriServer) server G_GNUC_UNUSED = fake_cri_server_new(path);
     g_autoptr(GError) error = NULL;
     g_autoptr(PlegCriClient) client = pleg_cri_client_new(endpoint, 0, &error);
     g_autoptr(PlegRuntime) runtime = pleg_cri_client_as_runtime(client);
@@ -573,7 +574,7 @@ START_TEST(test_container_status)
 {
     g_autofree char *path = socket_path("cri.sock");
     g_autofree char *endpoint = endpoint_for(path);
-    g_autoptr(FakeCriServer) server = fake_cri_server_new(path);
+    g_autoptr(FakeCriServer) server G_GNUC_UNUSED = fake_cri_server_new(path);
     g_autoptr(GError) error = NULL;
     g_autoptr(PlegCriClient) client = pleg_cri_client_new(endpoint, 0, &error);
     g_autoptr(PlegRuntime) runtime = pleg_cri_client_as_runtime(client);
@@ -923,7 +924,7 @@ END_TEST
 START_TEST(test_runtime_outlives_client)
 {
     g_autofree char *path = socket_path("cri.sock");
-    g_autoptr(FakeCriServer) server = fake_cri_server_new(path);
+    g_autoptr(FakeCriServer) server G_GNUC_UNUSED = fake_cri_server_new(path);
     g_autoptr(GError) error = NULL;
     PlegCriClient *client = pleg_cri_client_new(path, 0, &error);
     g_autoptr(PlegRuntime) runtime = pleg_cri_client_as_runtime(client);
@@ -938,7 +939,7 @@ END_TEST
 START_TEST(test_unimplemented)
 {
     g_autofree char *path = socket_path("cri.sock");
-    g_autoptr(FakeCriServer) server = fake_cri_server_new(path);
+    g_autoptr(FakeCriServer) server G_GNUC_UNUSED = fake_cri_server_new(path);
     g_autoptr(GError) error = NULL;
     g_autoptr(CriChannel) channel = cri_channel_new(path, &error);
     Runtime__V1__StatusRequest request = RUNTIME__V1__STATUS_REQUEST__INIT;

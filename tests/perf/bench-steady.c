@@ -30,7 +30,7 @@
 #define CONTAINERS_PER_POD 3
 #define GOAL_PERCENT       0.5
 
-static void
+static G_NORETURN void
 fail(const char *what, const GError *error)
 {
     g_printerr("bench-steady: %s: %s\n", what, error ? error->message : "failed");

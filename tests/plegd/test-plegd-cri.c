@@ -247,7 +247,7 @@ stalled_pipe(int *ret_read_fd)
 START_TEST(test_stdout_stalled)
 {
     g_autofree char *endpoint_arg = NULL;
-    g_autoptr(CriSim) sim = start_bulk_runtime(300, &endpoint_arg);
+    g_autoptr(CriSim) sim G_GNUC_UNUSED = start_bulk_runtime(300, &endpoint_arg);
     g_autoptr(PlegdRunner) plegd = NULL;
     g_autofree char *base = NULL;
     g_autofree char *url = NULL;
@@ -281,7 +281,7 @@ END_TEST
 START_TEST(test_stdout_backlog_limit)
 {
     g_autofree char *endpoint_arg = NULL;
-    g_autoptr(CriSim) sim = start_bulk_runtime(300, &endpoint_arg);
+    g_autoptr(CriSim) sim G_GNUC_UNUSED = start_bulk_runtime(300, &endpoint_arg);
     g_autoptr(PlegdRunner) plegd = NULL;
     g_autofree char *err = NULL;
     int read_fd;

@@ -1045,7 +1045,7 @@ START_TEST(test_counters_and_last_request)
     ck_assert_ptr_nonnull(response);
     g_clear_pointer(&response, cri_message_free);
     {
-        g_autoptr(Runtime__V1__ListPodSandboxResponse) pods = list_pods(NULL);
+        g_autoptr(Runtime__V1__ListPodSandboxResponse) pods G_GNUC_UNUSED = list_pods(NULL);
     }
     ck_assert(cri_sim_wait_calls(sim, NULL, 2, TIMEOUT_MS));
     ck_assert_uint_eq(cri_sim_get_n_calls(sim, "Version"), 1);
@@ -1302,7 +1302,6 @@ START_TEST(test_binary_script)
 {
     g_autofree char *path = g_build_filename(tmpdir, "bin.sock", NULL);
     g_autofree char *script = g_build_filename(tmpdir, "bin.script", NULL);
-    g_autoptr(CriChannel) own = NULL;
     g_autoptr(CriStream) stream = NULL;
     g_autoptr(CriStream) second = NULL;
     g_autoptr(GError) error = NULL;
