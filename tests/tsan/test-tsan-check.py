@@ -84,6 +84,18 @@ REALLOC_BY_PLEG_POOL = """\
     #1 g_realloc <null> (libglib-2.0.so.0+0x5a6f7)
     #2 ask ../../lib/core/pleg-status-pool.c:60 (libpleg.so.0+0x3000)
 """
+# The same pool thread's GTask source, freed by the main loop's dispatch inside GLib.
+FREE_IN_MAIN_LOOP = """\
+  Write of size 8 at 0x7b1c0000a870 by main thread:
+    #0 free ../../../../src/libsanitizer/tsan/tsan_interceptors_posix.cpp:706 (libtsan.so.2+0x47e82)
+    #1 <null> <null> (libglib-2.0.so.0+0x50cad)
+    #2 __libc_start_call_main ../sysdeps/nptl/libc_start_call_main.h:58 (libc.so.6+0x27249)
+"""
+CALLOC_BY_GLIB_POOL = """\
+  Previous write of size 8 at 0x7b1c0000a870 by thread T12:
+    #0 calloc ../../../../src/libsanitizer/tsan/tsan_interceptors_posix.cpp:667 (libtsan.so.2+0x3ee50)
+    #1 g_malloc0 <null> (libglib-2.0.so.0+0x5a6b0)
+"""
 THREAD_T12 = """\
   Thread T12 'pool-plegd' (tid=12818, running) created by main thread at:
     #0 pthread_create ../../../../src/libsanitizer/tsan/tsan_interceptors_posix.cpp:1001 (libtsan.so.2+0x5e686)
@@ -135,6 +147,10 @@ class Verdicts(unittest.TestCase):
 
     def test_realloc_on_glib_pool_thread_is_glib_own(self):
         self.assertEqual(self.verdict(report(REALLOC_UNDER_PLEGD, REALLOC_BY_GLIB_POOL, THREAD_T12)),
+                         "suppressed")
+
+    def test_block_from_glib_pool_freed_by_main_loop_is_glib_own(self):
+        self.assertEqual(self.verdict(report(FREE_IN_MAIN_LOOP, CALLOC_BY_GLIB_POOL, THREAD_T12)),
                          "suppressed")
 
     def test_realloc_on_pool_thread_running_project_code_fails(self):
