@@ -96,6 +96,36 @@ CALLOC_BY_GLIB_POOL = """\
     #0 calloc ../../../../src/libsanitizer/tsan/tsan_interceptors_posix.cpp:667 (libtsan.so.2+0x3ee50)
     #1 g_malloc0 <null> (libglib-2.0.so.0+0x5a6b0)
 """
+# GIO's string, written on GLib's pool thread and in the main loop's dispatch: no project
+# frame on either side, nor where the block came from.
+SNPRINTF_BY_GLIB_POOL = """\
+  Write of size 1 at 0x7b24000007e9 by thread T12:
+    #0 __vsnprintf_chk ../../../../src/libsanitizer/sanitizer_common/sanitizer_common_interceptors.inc:1670 (libtsan.so.2+0x51e71)
+    #1 g_snprintf <null> (libglib-2.0.so.0+0xa43be)
+"""
+SNPRINTF_IN_MAIN_LOOP = """\
+  Previous write of size 1 at 0x7b24000007e9 by main thread:
+    #0 __vsnprintf_chk ../../../../src/libsanitizer/sanitizer_common/sanitizer_common_interceptors.inc:1670 (libtsan.so.2+0x51e71)
+    #1 g_snprintf <null> (libglib-2.0.so.0+0xa43be)
+    #2 __libc_start_call_main ../sysdeps/nptl/libc_start_call_main.h:58 (libc.so.6+0x27249)
+"""
+BLOCK_BY_GIO = """\
+  Location is heap block of size 136 at 0x7b24000007e0 allocated by main thread:
+    #0 malloc ../../../../src/libsanitizer/tsan/tsan_interceptors_posix.cpp:647 (libtsan.so.2+0x3ebb8)
+    #1 g_malloc <null> (libglib-2.0.so.0+0x5a658)
+    #2 <null> <null> (libgio-2.0.so.0+0xafca2)
+    #3 __libc_start_call_main ../sysdeps/nptl/libc_start_call_main.h:58 (libc.so.6+0x27249)
+"""
+BLOCK_BY_PLEG = """\
+  Location is heap block of size 136 at 0x7b24000007e0 allocated by main thread:
+    #0 malloc ../../../../src/libsanitizer/tsan/tsan_interceptors_posix.cpp:647 (libtsan.so.2+0x3ebb8)
+    #1 g_malloc <null> (libglib-2.0.so.0+0x5a658)
+    #2 pleg_records_insert ../../lib/core/pleg-records.c:40 (libpleg.so.0+0x2000)
+"""
+UNRESTORED = """\
+  Previous write of size 1 at 0x7b24000007e9 by main thread:
+    [failed to restore the stack]
+"""
 THREAD_T12 = """\
   Thread T12 'pool-plegd' (tid=12818, running) created by main thread at:
     #0 pthread_create ../../../../src/libsanitizer/tsan/tsan_interceptors_posix.cpp:1001 (libtsan.so.2+0x5e686)
@@ -152,6 +182,20 @@ class Verdicts(unittest.TestCase):
     def test_block_from_glib_pool_freed_by_main_loop_is_glib_own(self):
         self.assertEqual(self.verdict(report(FREE_IN_MAIN_LOOP, CALLOC_BY_GLIB_POOL, THREAD_T12)),
                          "suppressed")
+
+    def test_race_without_project_frames_is_the_libraries_own(self):
+        self.assertEqual(self.verdict(report(SNPRINTF_BY_GLIB_POOL, SNPRINTF_IN_MAIN_LOOP,
+                                             BLOCK_BY_GIO, THREAD_T12)), "suppressed")
+
+    def test_race_on_a_project_block_fails_without_an_entry(self):
+        # The same accesses on a block that libpleg allocated: the project may have handed it
+        # to both threads, and no entry names g_snprintf.
+        self.assertEqual(self.verdict(report(SNPRINTF_BY_GLIB_POOL, SNPRINTF_IN_MAIN_LOOP,
+                                             BLOCK_BY_PLEG, THREAD_T12)), "fail")
+
+    def test_side_that_could_not_be_restored_fails(self):
+        self.assertEqual(self.verdict(report(SNPRINTF_BY_GLIB_POOL, UNRESTORED, BLOCK_BY_GIO,
+                                             THREAD_T12)), "fail")
 
     def test_realloc_on_pool_thread_running_project_code_fails(self):
         # libpleg's status pool shares GLib's pool threads: its own realloc is never hidden.

@@ -16,6 +16,11 @@ status (exitcode=0).  Then each report is judged:
   entered project code (GLib's worker) those wrappers acted for GLib itself and are matched;
 - a report fails when every side is the project's: two accesses made by libpleg, the plugins,
   plegd or the tests are never suppressed;
+- a data race none of whose sides has a project frame at all, on memory or a descriptor that
+  no project code made (the location's stack has none either), is the libraries' own and
+  passes: each access was made while its thread ran only GLib, libsoup or gRPC code (GLib's
+  pool threads, the main loop's own dispatch), where their locks, which TSan does not see,
+  order them; a side TSan could not restore (no frame) never counts as such;
 - any other report fails too unless an entry of the suppressions file matches one of the frames
   above the first project frame of a side that is not the project's, that is a frame of GLib,
   gRPC, abseil or libc that made the access;
@@ -157,6 +162,12 @@ class Judge:
         ours = bool(frames) and not foreign
         return ours, foreign
 
+    def library_only(self, frames):
+        """Whether a side's thread ran no project code at all when it made its access: at least
+        one frame besides TSan's own, and none of them the project's."""
+        frames = [f for f in frames if not os.path.basename(f[2]).startswith("libtsan.so")]
+        return bool(frames) and not any(self.is_project(f) for f in frames)
+
     def sides(self, kind, stacks):
         """The stacks that count as the report's sides."""
         if suppression_type(kind) == "race":
@@ -177,11 +188,16 @@ class Judge:
             elif STACK_HEAD.match(line):
                 frames = []
                 stacks.append((line, frames))
-        sides = [self.side(frames) for frames in self.sides(kind, stacks)]
+        raw_sides = self.sides(kind, stacks)
+        sides = [self.side(frames) for frames in raw_sides]
         if not sides:
             return "fail", f"{kind}: no stack to judge"
         if all(ours for ours, _ in sides):
             return "fail", f"{kind}: project code on both sides"
+        locations = [frames for head, frames in stacks if head.startswith("  Location is")]
+        if suppression_type(kind) == "race" and \
+                all(self.library_only(frames) for frames in raw_sides + locations):
+            return "suppressed", f"{kind}: no project frame on any side, the libraries' own"
         if suppression_type(kind) == "race":
             verdict = self.judge_fd(kind, stacks)
             if verdict:
