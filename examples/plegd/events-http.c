@@ -428,44 +428,24 @@ respond(SoupServerMessage *msg, guint status, const char *content_type, char *bo
     soup_server_message_set_response(msg, content_type, SOUP_MEMORY_TAKE, body, strlen(body));
 }
 
-/* One form-encoded part of a query ('+' a space, %XX a byte); NULL when malformed or when it
- * would hold a NUL (%00), which would cut the value short. */
-static char *
-query_unescape(const char *text, gssize length)
-{
-    g_autofree char *spaced = g_strndup(text, length < 0 ? strlen(text) : (gsize)length);
-
-    g_strdelimit(spaced, "+", ' ');
-    return g_uri_unescape_string(spaced, NULL);
-}
-
-/* /events?since=SEQ&instance=ID: each at most once, nothing else.  The query is read here, not
- * with soup_form_decode(), whose table keeps the last of a repeated name silently. */
+/* /events?since=SEQ&instance=ID: each at most once, nothing else. */
 static gboolean
 parse_query(const char *query, gboolean *ret_has_since, guint64 *ret_since, char **ret_instance,
             GError **error)
 {
-    g_auto(GStrv) params = query ? g_strsplit(query, "&", -1) : NULL;
+    g_autoptr(GPtrArray) params = plegd_http_parse_query(query, error);
     gboolean has_instance = FALSE;
 
     *ret_has_since = FALSE;
     *ret_instance = NULL;
-    for (char **param = params; param && *param; param++) {
-        const char *equals = strchr(*param, '=');
-        g_autofree char *name = NULL, *value = NULL, *shown = NULL;
+    if (!params)
+        return FALSE;
+    for (guint i = 0; i < params->len; i += 2) {
+        const char *name = params->pdata[i];
+        g_autofree char *value = g_strdup(params->pdata[i + 1]);
+        g_autofree char *shown = pleg_log_text(name, -1, 0);
         g_autoptr(GError) local_error = NULL;
 
-        if (**param == '\0')
-            continue;
-        name = query_unescape(*param, equals ? equals - *param : -1);
-        value = query_unescape(equals ? equals + 1 : "", -1);
-        if (!name || !value) {
-            shown = pleg_log_text(*param, -1, 0);
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "malformed query parameter \"%s\" (a bad %%-escape, or %%00)", shown);
-            return FALSE;
-        }
-        shown = pleg_log_text(name, -1, 0);
         if ((g_str_equal(name, "since") && *ret_has_since) ||
             (g_str_equal(name, "instance") && has_instance)) {
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,

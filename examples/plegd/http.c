@@ -565,7 +565,8 @@ handle_metrics(PlegdHttp *http, SoupServerMessage *msg)
 /* Kubernetes components' health endpoints: /livez (with /healthz as its alias) fails only for
  * what restarting plegd can fix, and the systemd watchdog follows the same round; /readyz also
  * fails before the first successful relist and while the runtime is unreachable.  The plain
- * answer names the first failing check; ?verbose lists every check as kube-apiserver does.
+ * answer names the first failing check; ?verbose lists every check, and ?exclude=NAME (any
+ * number of times) leaves a check out of the verdict, as kube-apiserver's do.
  *
  * Checkers run on a worker thread, one round of each kind at a time: a plugin's checker that
  * blocks must not block the main context, and with it every scrape and /events stream.  A
@@ -576,6 +577,7 @@ typedef struct {
     gboolean gone; /* the client went away meanwhile */
     gboolean verbose;
     gboolean as_healthz; /* asked as /healthz, the alias of /livez */
+    GPtrArray *excluded; /* the names of ?exclude=, each once */
 } HealthWaiter;
 
 typedef struct _HealthRound {
@@ -595,12 +597,26 @@ static const struct {
     [PLEG_HEALTH_READINESS] = {"readyz", SOUP_STATUS_SERVICE_UNAVAILABLE},
 };
 
+static gboolean
+str_ptr_array_remove(GPtrArray *array, const char *name)
+{
+    guint index;
+
+    return g_ptr_array_find_with_equal_func(array, name, g_str_equal, &index) &&
+           g_ptr_array_remove_index(array, index);
+}
+
 static void
-health_answer(SoupServerMessage *msg, GPtrArray *results, PlegHealthKind kind,
-              const char *endpoint, gboolean verbose)
+health_answer(SoupServerMessage *msg, GPtrArray *results, PlegHealthKind kind, const char *endpoint,
+              const HealthWaiter *waiter)
 {
     g_autoptr(GString) body = g_string_new(NULL);
+    /* The names of @waiter->excluded, borrowed, that no check has matched yet. */
+    g_autoptr(GPtrArray) unmatched = g_ptr_array_new();
     const PlegHealthResult *failed = NULL;
+    gboolean verbose = waiter->verbose;
+
+    g_ptr_array_extend(unmatched, waiter->excluded, NULL, NULL);
 
     for (guint i = 0; i < results->len; i++) {
         const PlegHealthResult *result = g_ptr_array_index(results, i);
@@ -608,6 +624,12 @@ health_answer(SoupServerMessage *msg, GPtrArray *results, PlegHealthKind kind,
         g_autofree char *reason =
             result->error ? pleg_log_text(result->error->message, -1, 1024) : NULL;
 
+        /* Excluded: it ran with the round, but its verdict does not count. */
+        if (str_ptr_array_remove(unmatched, result->name)) {
+            if (verbose)
+                g_string_append_printf(body, "[+]%s excluded: ok\n", result->name);
+            continue;
+        }
         if (result->error && !failed) {
             failed = result;
             if (!verbose)
@@ -619,6 +641,16 @@ health_answer(SoupServerMessage *msg, GPtrArray *results, PlegHealthKind kind,
             g_string_append_printf(body, "[-]%s failed: %s\n", result->name, reason);
         else
             g_string_append_printf(body, "[+]%s ok\n", result->name);
+    }
+    if (verbose && unmatched->len > 0) {
+        /* A name no check has: a typo, or a check of another component's. */
+        g_string_append(body, "warn: some health checks cannot be excluded: no matches for ");
+        for (guint i = 0; i < unmatched->len; i++) {
+            g_autofree char *shown = pleg_log_text(unmatched->pdata[i], -1, 256);
+
+            g_string_append_printf(body, "%s\"%s\"", i ? "," : "", shown);
+        }
+        g_string_append_c(body, '\n');
     }
     if (verbose)
         g_string_append_printf(body, "%s check %s\n", endpoint, failed ? "failed" : "passed");
@@ -641,6 +673,7 @@ health_waiter_free(HealthWaiter *waiter)
 {
     g_signal_handler_disconnect(waiter->msg, waiter->disconnected_id);
     g_object_unref(waiter->msg);
+    g_ptr_array_unref(waiter->excluded);
     g_free(waiter);
 }
 
@@ -669,7 +702,7 @@ health_round_done(gpointer data)
             continue;
         health_answer(waiter->msg, results, round->kind,
                       waiter->as_healthz ? "healthz" : health_answers[round->kind].endpoint,
-                      waiter->verbose);
+                      waiter);
         soup_server_message_unpause(waiter->msg);
     }
     return G_SOURCE_REMOVE;
@@ -692,17 +725,31 @@ static void
 handle_health(PlegdHttp *http, SoupServerMessage *msg, PlegHealthKind kind)
 {
     g_autofree char *path = NULL, *query = NULL;
+    g_autoptr(GPtrArray) params = NULL;
+    g_autoptr(GError) error = NULL;
     HealthRound *round = http->rounds[kind];
-    HealthWaiter *waiter = g_new0(HealthWaiter, 1);
+    HealthWaiter *waiter;
 
     plegd_http_get_target(msg, &path, &query);
+    params = plegd_http_parse_query(query, &error);
+    if (!params) {
+        respond(msg, SOUP_STATUS_BAD_REQUEST, TEXT_CONTENT_TYPE,
+                g_strconcat(error->message, "\n", NULL));
+        return;
+    }
+    waiter = g_new0(HealthWaiter, 1);
     /* The endpoint's name as asked: "healthz" is the alias of "livez". */
     waiter->as_healthz = g_str_equal(path, "/healthz");
-    if (query) {
-        g_auto(GStrv) params = g_strsplit(query, "&", -1);
+    waiter->excluded = g_ptr_array_new_with_free_func(g_free);
+    /* Other parameters are ignored, as kube-apiserver ignores them. */
+    for (guint i = 0; i < params->len; i += 2) {
+        const char *name = params->pdata[i], *value = params->pdata[i + 1];
 
-        for (char **param = params; *param; param++)
-            waiter->verbose |= g_str_equal(*param, "verbose") || g_str_has_prefix(*param, "verbose=");
+        if (g_str_equal(name, "verbose"))
+            waiter->verbose = TRUE;
+        else if (g_str_equal(name, "exclude") &&
+                 !g_ptr_array_find_with_equal_func(waiter->excluded, value, g_str_equal, NULL))
+            g_ptr_array_add(waiter->excluded, g_strdup(value));
     }
     waiter->msg = g_object_ref(msg);
     waiter->disconnected_id =
@@ -760,6 +807,45 @@ plegd_http_get_target(SoupServerMessage *msg, char **ret_path, char **ret_query)
 
     *ret_path = mark ? g_strndup(path, (gsize)(mark - path)) : g_strdup(path);
     *ret_query = mark ? g_strdup(mark + 1) : g_strdup(query);
+}
+
+/* One form-encoded part of a query; NULL when malformed or when it would hold a NUL. */
+static char *
+query_unescape(const char *text, gssize length)
+{
+    g_autofree char *spaced = g_strndup(text, length < 0 ? strlen(text) : (gsize)length);
+
+    g_strdelimit(spaced, "+", ' ');
+    return g_uri_unescape_string(spaced, NULL);
+}
+
+GPtrArray *
+plegd_http_parse_query(const char *query, GError **error)
+{
+    g_auto(GStrv) parts = query ? g_strsplit(query, "&", -1) : NULL;
+    g_autoptr(GPtrArray) params = g_ptr_array_new_with_free_func(g_free);
+
+    for (char **part = parts; part && *part; part++) {
+        const char *equals = strchr(*part, '=');
+        char *name, *value;
+
+        if (**part == '\0')
+            continue;
+        name = query_unescape(*part, equals ? equals - *part : -1);
+        value = query_unescape(equals ? equals + 1 : "", -1);
+        if (!name || !value) {
+            g_autofree char *shown = pleg_log_text(*part, -1, 0);
+
+            g_free(name);
+            g_free(value);
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "malformed query parameter \"%s\" (a bad %%-escape, or %%00)", shown);
+            return NULL;
+        }
+        g_ptr_array_add(params, name);
+        g_ptr_array_add(params, value);
+    }
+    return g_steal_pointer(&params);
 }
 
 typedef void (*RouteFunc)(PlegdHttp *http, SoupServerMessage *msg);

@@ -216,6 +216,21 @@ void plegd_http_set_idle_timeout(PlegdHttp *http, gint64 timeout_usec);
 void plegd_http_get_target(SoupServerMessage *msg, char **ret_path, char **ret_query);
 
 /**
+ * plegd_http_parse_query:
+ * @query: (nullable): a query as plegd_http_get_target() gives it; %NULL is an empty one.
+ * @error: %G_OPTION_ERROR_BAD_VALUE naming the malformed parameter.
+ *
+ * Splits @query at '&' into its parameters, in order, a repeated name kept each time (the
+ * table of soup_form_decode() keeps only the last, silently).  Each part is form-decoded: '+'
+ * is a space, %XX a byte.  A parameter without '=' has the value "" ("?verbose"); empty
+ * parameters ("a&&b") are skipped.
+ *
+ * Returns: (transfer full) (nullable): names and values in turn (name, value, name, value...),
+ *   or %NULL with @error set when a part has a bad %-escape or %00, which would cut it short.
+ */
+GPtrArray *plegd_http_parse_query(const char *query, GError **error);
+
+/**
  * plegd_http_listen:
  * @ret_url: (out) (transfer full) (optional): "http://HOST:PORT" with the port actually bound.
  *
