@@ -606,10 +606,12 @@ str_ptr_array_remove(GPtrArray *array, const char *name)
            g_ptr_array_remove_index(array, index);
 }
 
+/* Answers @waiter's request from a round's @results. */
 static void
-health_answer(SoupServerMessage *msg, GPtrArray *results, PlegHealthKind kind, const char *endpoint,
-              const HealthWaiter *waiter)
+health_answer(const HealthWaiter *waiter, GPtrArray *results, PlegHealthKind kind)
 {
+    /* The endpoint's name as asked: "healthz" is the alias of "livez". */
+    const char *endpoint = waiter->as_healthz ? "healthz" : health_answers[kind].endpoint;
     g_autoptr(GString) body = g_string_new(NULL);
     /* The names of @waiter->excluded, borrowed, that no check has matched yet. */
     g_autoptr(GPtrArray) unmatched = g_ptr_array_new();
@@ -656,8 +658,8 @@ health_answer(SoupServerMessage *msg, GPtrArray *results, PlegHealthKind kind, c
         g_string_append_printf(body, "%s check %s\n", endpoint, failed ? "failed" : "passed");
     else if (!failed)
         g_string_append(body, "ok");
-    respond(msg, failed ? health_answers[kind].failure_status : SOUP_STATUS_OK, TEXT_CONTENT_TYPE,
-            g_string_free(g_steal_pointer(&body), FALSE));
+    respond(waiter->msg, failed ? health_answers[kind].failure_status : SOUP_STATUS_OK,
+            TEXT_CONTENT_TYPE, g_string_free(g_steal_pointer(&body), FALSE));
 }
 
 static void
@@ -700,9 +702,7 @@ health_round_done(gpointer data)
 
         if (!round->http || waiter->gone)
             continue;
-        health_answer(waiter->msg, results, round->kind,
-                      waiter->as_healthz ? "healthz" : health_answers[round->kind].endpoint,
-                      waiter);
+        health_answer(waiter, results, round->kind);
         soup_server_message_unpause(waiter->msg);
     }
     return G_SOURCE_REMOVE;
@@ -738,7 +738,6 @@ handle_health(PlegdHttp *http, SoupServerMessage *msg, PlegHealthKind kind)
         return;
     }
     waiter = g_new0(HealthWaiter, 1);
-    /* The endpoint's name as asked: "healthz" is the alias of "livez". */
     waiter->as_healthz = g_str_equal(path, "/healthz");
     waiter->excluded = g_ptr_array_new_with_free_func(g_free);
     /* Other parameters are ignored, as kube-apiserver ignores them. */
