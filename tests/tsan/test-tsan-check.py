@@ -197,6 +197,19 @@ class Verdicts(unittest.TestCase):
         self.assertEqual(self.verdict(report(SNPRINTF_BY_GLIB_POOL, UNRESTORED, BLOCK_BY_GIO,
                                              THREAD_T12)), "fail")
 
+    def test_each_glib_wrapper_entry_on_the_pool_thread_is_needed(self):
+        # plegd_http_free() against GLib's pool thread, through each wrapper the entries name:
+        # the entry hides it, and without that entry alone the report fails.
+        for wrapper in ("g_malloc", "g_realloc", "g_free"):
+            with self.subTest(wrapper=wrapper):
+                text = report(*(side.replace("realloc", wrapper[2:])
+                                for side in (REALLOC_UNDER_PLEGD, REALLOC_BY_GLIB_POOL)), THREAD_T12)
+                self.assertEqual(self.verdict(text), "suppressed")
+                self.assertIn(f"race:{wrapper} ", self.judge.judge(text)[1])
+                others = [e for e in self.judge.suppressions if e[:2] != ("race", wrapper)]
+                without = tsan_check.Judge(self.root.name, others)
+                self.assertEqual(without.judge(text)[0], "fail")
+
     def test_realloc_on_pool_thread_running_project_code_fails(self):
         # libpleg's status pool shares GLib's pool threads: its own realloc is never hidden.
         self.assertEqual(self.verdict(report(REALLOC_UNDER_PLEGD, REALLOC_BY_PLEG_POOL, THREAD_T12)),

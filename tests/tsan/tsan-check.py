@@ -76,6 +76,11 @@ GLIB_ALLOCATORS = {
 }
 
 
+def without_tsan(frames):
+    """A stack without the TSan runtime's own frames (its interceptors)."""
+    return [f for f in frames if not os.path.basename(f[2]).startswith("libtsan.so")]
+
+
 def suppression_type(kind):
     """The suppression type TSan itself would use for a report kind."""
     if kind.startswith(("data race", "heap-use-after-free")):
@@ -144,7 +149,7 @@ class Judge:
         """(ours, foreign frames): a side is ours when its access was made by project code,
         directly or through a libc function it called; its foreign frames are those above its
         first project frame, the TSan runtime's interceptor frames left out."""
-        frames = [f for f in frames if not os.path.basename(f[2]).startswith("libtsan.so")]
+        frames = without_tsan(frames)
         if len(frames) == 1 and not self.is_project(frames[0]):
             # TSan's stack is the uninstrumented frame that made the access, then where each
             # instrumented function still running was called from.  One frame alone: the thread
@@ -165,7 +170,7 @@ class Judge:
     def library_only(self, frames):
         """Whether a side's thread ran no project code at all when it made its access: at least
         one frame besides TSan's own, and none of them the project's."""
-        frames = [f for f in frames if not os.path.basename(f[2]).startswith("libtsan.so")]
+        frames = without_tsan(frames)
         return bool(frames) and not any(self.is_project(f) for f in frames)
 
     def sides(self, kind, stacks):
@@ -213,7 +218,6 @@ class Judge:
                         return "suppressed", f"{kind}: entry {supp_kind}:{pattern} (line {number})"
         return "fail", f"{kind}: no suppression entry matches a side made inside GLib, gRPC or libc"
 
-
     def judge_fd(self, kind, stacks):
         """A data race on a file descriptor that one module created and only that module's own
         code touched (fd:MODULE entries); None when no such entry applies."""
@@ -229,7 +233,7 @@ class Judge:
 
 def made_by(frames, pattern):
     """Whether the first frame below TSan's interceptors is in a module that PATTERN names."""
-    frames = [f for f in frames if not os.path.basename(f[2]).startswith("libtsan.so")]
+    frames = without_tsan(frames)
     return bool(frames) and matches(pattern, frames[0][2])
 
 
