@@ -612,50 +612,48 @@ pleg_metric_series_observe(PlegMetricSeries *series, double value)
         series_observe(series, value);
 }
 
-double
-pleg_metric_get(PlegMetric *metric, const char *const *label_values)
+/* What pleg_metric_get() and pleg_metric_get_count() report of one series: a histogram's sum
+ * and count, a counter's or gauge's value (and that value as a count, when not negative).
+ * Leaves both alone when the label values are wrong or the series does not exist yet. */
+static void
+read_series(PlegMetric *metric, const char *const *label_values, double *value, guint64 *count)
 {
     PlegMetricSeries *series;
-    double value = 0;
 
     if (!metric || !check_label_values(metric, label_values))
-        return 0;
+        return;
 
     g_mutex_lock(metric->lock);
     series = find_series(metric, label_values, FALSE);
     if (series && metric->type == PLEG_METRIC_HISTOGRAM) {
         g_mutex_lock(&series->lock);
-        value = series->sum;
+        *value = series->sum;
+        *count = series->count;
         g_mutex_unlock(&series->lock);
     } else if (series) {
-        value = bits_to_double(__atomic_load_n(&series->bits, __ATOMIC_RELAXED));
+        *value = bits_to_double(__atomic_load_n(&series->bits, __ATOMIC_RELAXED));
+        *count = *value >= 0 ? (guint64)*value : 0;
     }
     g_mutex_unlock(metric->lock);
+}
+
+double
+pleg_metric_get(PlegMetric *metric, const char *const *label_values)
+{
+    double value = 0;
+    guint64 count = 0;
+
+    read_series(metric, label_values, &value, &count);
     return value;
 }
 
 guint64
 pleg_metric_get_count(PlegMetric *metric, const char *const *label_values)
 {
-    PlegMetricSeries *series;
+    double value = 0;
     guint64 count = 0;
 
-    if (!metric || !check_label_values(metric, label_values))
-        return 0;
-
-    g_mutex_lock(metric->lock);
-    series = find_series(metric, label_values, FALSE);
-    if (series && metric->type == PLEG_METRIC_HISTOGRAM) {
-        g_mutex_lock(&series->lock);
-        count = series->count;
-        g_mutex_unlock(&series->lock);
-    } else if (series) {
-        double value = bits_to_double(__atomic_load_n(&series->bits, __ATOMIC_RELAXED));
-
-        if (value >= 0)
-            count = (guint64)value;
-    }
-    g_mutex_unlock(metric->lock);
+    read_series(metric, label_values, &value, &count);
     return count;
 }
 
