@@ -60,6 +60,13 @@ char *events_str(GPtrArray *events, const char *pod_uid);
 char *sorted_events_str(GPtrArray *events);
 /* Drains and returns sorted_events_str(). */
 char *drain_str(Fixture *fx);
+/* Drains and asserts that sorted_events_str() is @expected ("" for none).  A macro, so that a
+ * failure names the test's own line. */
+#define assert_drained(fx, expected)                                                               \
+    do {                                                                                           \
+        g_autofree char *drained_ = drain_str(fx);                                                 \
+        ck_assert_str_eq(drained_, (expected));                                                    \
+    } while (0)
 /* Number of events in @events for @pod_uid (NULL: any) of @type about @container_id (NULL: any). */
 guint count_events(GPtrArray *events, const char *pod_uid, PlegPodLifecycleEventType type,
                    const char *container_id);

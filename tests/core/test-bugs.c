@@ -10,7 +10,6 @@ START_TEST(test_hung_pod_status)
 {
     g_autoptr(Fixture) fx = fixture_new();
     g_autoptr(GError) error = NULL;
-    g_autofree char *text = NULL;
 
     fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
     fixture_add_pod(fx, "pod2", "s2", "c2", NULL);
@@ -24,8 +23,7 @@ START_TEST(test_hung_pod_status)
     fake_runtime_hang(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s2", 300 * 1000, 1);
     fx->clock.now_ns += NSEC_PER_SEC;
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1,pod3 ContainerDied c3");
+    assert_drained(fx, "pod1 ContainerDied c1,pod3 ContainerDied c3");
     ck_assert(pleg_pod_cache_get(pleg_generic_get_cache(fx->pleg), "pod2", NULL, &error, NULL));
     ck_assert(g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT));
     /* The relist itself succeeded. */
@@ -33,9 +31,7 @@ START_TEST(test_hung_pod_status)
 
     fx->clock.now_ns += NSEC_PER_SEC;
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod2 ContainerDied c2");
+    assert_drained(fx, "pod2 ContainerDied c2");
     ck_assert_int_eq(cache_container_state(fx, "pod2", "c2"), PLEG_CONTAINER_STATE_EXITED);
 }
 END_TEST
@@ -198,7 +194,6 @@ END_TEST
 START_TEST(test_container_outlives_sandbox)
 {
     g_autoptr(Fixture) fx = fixture_new();
-    g_autofree char *text = NULL;
 
     fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
     relist(fx);
@@ -207,15 +202,12 @@ START_TEST(test_container_outlives_sandbox)
     fake_runtime_remove_sandbox(fx->fake, "s1");
     fake_runtime_set_container_state(fx->fake, "c1", PLEG_CONTAINER_STATE_EXITED);
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1,pod1 ContainerDied s1,pod1 ContainerRemoved s1");
+    assert_drained(fx, "pod1 ContainerDied c1,pod1 ContainerDied s1,pod1 ContainerRemoved s1");
     ck_assert_int_eq(cache_container_state(fx, "pod1", "c1"), PLEG_CONTAINER_STATE_EXITED);
 
     fake_runtime_remove_container(fx->fake, "c1");
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerRemoved c1");
+    assert_drained(fx, "pod1 ContainerRemoved c1");
     ck_assert(!pleg_pod_cache_get(pleg_generic_get_cache(fx->pleg), "pod1", NULL, NULL, NULL));
 }
 END_TEST
@@ -227,25 +219,19 @@ END_TEST
 START_TEST(test_repeated_container_id)
 {
     g_autoptr(Fixture) fx = fixture_new();
-    g_autofree char *text = NULL;
 
     fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
     fake_runtime_add_duplicate_container(fx->fake, "c1", "s1", PLEG_CONTAINER_STATE_EXITED);
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerStarted c1,pod1 ContainerStarted s1");
+    assert_drained(fx, "pod1 ContainerStarted c1,pod1 ContainerStarted s1");
 
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
 
     fake_runtime_remove_container(fx->fake, "c1");
     fake_runtime_remove_container(fx->fake, "c1");
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1,pod1 ContainerRemoved c1");
+    assert_drained(fx, "pod1 ContainerDied c1,pod1 ContainerRemoved c1");
 }
 END_TEST
 
@@ -254,18 +240,14 @@ END_TEST
 START_TEST(test_container_id_of_a_sandbox)
 {
     g_autoptr(Fixture) fx = fixture_new();
-    g_autofree char *text = NULL;
 
     fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
     fake_runtime_add_container(fx->fake, "s1", "s1", PLEG_CONTAINER_STATE_EXITED);
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerStarted c1,pod1 ContainerDied s1");
+    assert_drained(fx, "pod1 ContainerStarted c1,pod1 ContainerDied s1");
 
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
 }
 END_TEST
 

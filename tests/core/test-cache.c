@@ -115,14 +115,12 @@ START_TEST(test_status_error_then_success)
     g_autoptr(Fixture) fx = fixture_new();
     g_autoptr(PlegPodStatus) status = NULL;
     g_autoptr(GError) error = NULL;
-    g_autofree char *text = NULL;
 
     fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
     fixture_add_pod(fx, "pod2", "s2", "c2", NULL);
     fake_runtime_fail(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s1", 1);
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod2 ContainerStarted c2,pod2 ContainerStarted s2");
+    assert_drained(fx, "pod2 ContainerStarted c2,pod2 ContainerStarted s2");
     ck_assert(pleg_pod_cache_get(cache(fx), "pod1", &status, &error, NULL));
     ck_assert(status == NULL);
     ck_assert(error != NULL);
@@ -131,9 +129,7 @@ START_TEST(test_status_error_then_success)
 
     fx->clock.now_ns += NSEC_PER_SEC;
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerStarted c1,pod1 ContainerStarted s1");
+    assert_drained(fx, "pod1 ContainerStarted c1,pod1 ContainerStarted s1");
     ck_assert(pleg_pod_cache_get(cache(fx), "pod1", &status, &error, NULL));
     ck_assert(error == NULL);
     ck_assert(status != NULL);
@@ -145,14 +141,10 @@ START_TEST(test_status_error_then_success)
     fake_runtime_fail(fx->fake, FAKE_OP_CONTAINER_STATUS, "c1", 2);
     relist(fx);
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
     ck_assert_int_eq(cache_container_state(fx, "pod1", "c1"), -1);
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1");
+    assert_drained(fx, "pod1 ContainerDied c1");
     ck_assert_int_eq(cache_container_state(fx, "pod1", "c1"), PLEG_CONTAINER_STATE_EXITED);
 }
 END_TEST
@@ -160,7 +152,6 @@ END_TEST
 START_TEST(test_cache_entry_removed)
 {
     g_autoptr(Fixture) fx = fixture_new();
-    g_autofree char *text = NULL;
 
     fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
     fixture_add_pod(fx, "pod2", "s2", NULL);
@@ -171,9 +162,8 @@ START_TEST(test_cache_entry_removed)
     fake_runtime_remove_container(fx->fake, "c1");
     fake_runtime_remove_sandbox(fx->fake, "s1");
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1,pod1 ContainerRemoved c1,"
-                           "pod1 ContainerDied s1,pod1 ContainerRemoved s1");
+    assert_drained(fx, "pod1 ContainerDied c1,pod1 ContainerRemoved c1,"
+                       "pod1 ContainerDied s1,pod1 ContainerRemoved s1");
     ck_assert(!pleg_pod_cache_get(cache(fx), "pod1", NULL, NULL, NULL));
     ck_assert(pleg_pod_cache_get(cache(fx), "pod2", NULL, NULL, NULL));
     ck_assert_uint_eq(pleg_pod_cache_get_size(cache(fx)), 1);
@@ -181,9 +171,7 @@ START_TEST(test_cache_entry_removed)
     /* The pod's record is gone as well: it comes back as a new pod. */
     fixture_add_pod(fx, "pod1", "s1b", NULL);
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerStarted s1b");
+    assert_drained(fx, "pod1 ContainerStarted s1b");
 }
 END_TEST
 
@@ -193,7 +181,6 @@ START_TEST(test_reinspection_pod_sync)
 {
     g_autoptr(Fixture) fx = fixture_new();
     g_autoptr(GPtrArray) events = NULL;
-    g_autofree char *text = NULL;
     const PlegPodLifecycleEvent *event;
     guint calls;
 
@@ -205,8 +192,7 @@ START_TEST(test_reinspection_pod_sync)
     fake_runtime_add_container(fx->fake, "c2", "s1", PLEG_CONTAINER_STATE_RUNNING);
     fake_runtime_fail(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s1", 1);
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
     ck_assert(cache_status(fx, "pod1") == NULL);
     ck_assert(pleg_pod_cache_get(cache(fx), "pod1", NULL, NULL, NULL));
 
@@ -229,9 +215,7 @@ START_TEST(test_reinspection_pod_sync)
     /* No longer flagged: no inspection, no PodSync. */
     calls = fake_runtime_get_call_count_for(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s1");
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
     ck_assert_uint_eq(fake_runtime_get_call_count_for(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s1"),
                       calls);
 }
@@ -242,7 +226,6 @@ END_TEST
 START_TEST(test_reinspection_fails_again)
 {
     g_autoptr(Fixture) fx = fixture_new();
-    g_autofree char *text = NULL;
     guint calls;
 
     fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
@@ -258,8 +241,7 @@ START_TEST(test_reinspection_fails_again)
     relist(fx);
     ck_assert_uint_eq(fake_runtime_get_call_count_for(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s1"),
                       calls + 1);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
     ck_assert(cache_status(fx, "pod1") == NULL);
 
     /* Still flagged: inspected again.  This time a container exits too, so the events are
@@ -268,15 +250,11 @@ START_TEST(test_reinspection_fails_again)
     relist(fx);
     ck_assert_uint_eq(fake_runtime_get_call_count_for(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s1"),
                       calls + 2);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1");
+    assert_drained(fx, "pod1 ContainerDied c1");
     ck_assert_int_eq(cache_container_state(fx, "pod1", "c1"), PLEG_CONTAINER_STATE_EXITED);
 
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
 }
 END_TEST
 
@@ -319,7 +297,6 @@ END_TEST
 START_TEST(test_reinspection_known_pod_deleted)
 {
     g_autoptr(Fixture) fx = fixture_new();
-    g_autofree char *text = NULL;
 
     fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
     relist(fx);
@@ -328,16 +305,13 @@ START_TEST(test_reinspection_known_pod_deleted)
     fake_runtime_set_container_state(fx->fake, "c1", PLEG_CONTAINER_STATE_EXITED);
     fake_runtime_fail(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s1", 1);
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
 
     fake_runtime_remove_container(fx->fake, "c1");
     fake_runtime_remove_sandbox(fx->fake, "s1");
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1,pod1 ContainerRemoved c1,"
-                           "pod1 ContainerDied s1,pod1 ContainerRemoved s1");
+    assert_drained(fx, "pod1 ContainerDied c1,pod1 ContainerRemoved c1,"
+                       "pod1 ContainerDied s1,pod1 ContainerRemoved s1");
     ck_assert(!pleg_pod_cache_get(cache(fx), "pod1", NULL, NULL, NULL));
 }
 END_TEST

@@ -93,38 +93,28 @@ END_TEST
 START_TEST(test_sandbox_events)
 {
     g_autoptr(Fixture) fx = fixture_new();
-    g_autofree char *text = NULL;
 
     fake_runtime_add_sandbox(fx->fake, "s1", "pod1", PLEG_POD_SANDBOX_STATE_READY);
     fake_runtime_add_sandbox(fx->fake, "s2", "pod2", PLEG_POD_SANDBOX_STATE_NOTREADY);
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerStarted s1,pod2 ContainerDied s2");
+    assert_drained(fx, "pod1 ContainerStarted s1,pod2 ContainerDied s2");
 
     fake_runtime_set_sandbox_state(fx->fake, "s1", PLEG_POD_SANDBOX_STATE_NOTREADY);
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied s1");
+    assert_drained(fx, "pod1 ContainerDied s1");
 
     fake_runtime_remove_sandbox(fx->fake, "s1");
     fake_runtime_remove_sandbox(fx->fake, "s2");
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerRemoved s1,pod2 ContainerRemoved s2");
+    assert_drained(fx, "pod1 ContainerRemoved s1,pod2 ContainerRemoved s2");
 
     /* A sandbox that vanishes while ready dies first. */
     fake_runtime_add_sandbox(fx->fake, "s3", "pod3", PLEG_POD_SANDBOX_STATE_READY);
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod3 ContainerStarted s3");
+    assert_drained(fx, "pod3 ContainerStarted s3");
     fake_runtime_remove_sandbox(fx->fake, "s3");
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod3 ContainerDied s3,pod3 ContainerRemoved s3");
+    assert_drained(fx, "pod3 ContainerDied s3,pod3 ContainerRemoved s3");
 }
 END_TEST
 
@@ -160,18 +150,14 @@ END_TEST
 START_TEST(test_death_after_one_relist)
 {
     g_autoptr(Fixture) fx = fixture_new();
-    g_autofree char *text = NULL;
 
     fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerStarted c1,pod1 ContainerStarted s1");
+    assert_drained(fx, "pod1 ContainerStarted c1,pod1 ContainerStarted s1");
 
     fake_runtime_set_container_state(fx->fake, "c1", PLEG_CONTAINER_STATE_EXITED);
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1");
+    assert_drained(fx, "pod1 ContainerDied c1");
     ck_assert_int_eq(cache_container_state(fx, "pod1", "c1"), PLEG_CONTAINER_STATE_EXITED);
 }
 END_TEST
@@ -181,7 +167,6 @@ START_TEST(test_death_after_three_relists)
 {
     g_autoptr(Fixture) fx = fixture_new();
     g_autoptr(GPtrArray) events = NULL;
-    g_autofree char *text = NULL;
 
     fixture_add_pod(fx, "pod1", "s1", "c1", "c2", NULL);
     for (int i = 0; i < 3; i++) {
@@ -194,8 +179,7 @@ START_TEST(test_death_after_three_relists)
     fake_runtime_set_container_state(fx->fake, "c1", PLEG_CONTAINER_STATE_EXITED);
     fake_runtime_remove_container(fx->fake, "c1");
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1,pod1 ContainerRemoved c1");
+    assert_drained(fx, "pod1 ContainerDied c1,pod1 ContainerRemoved c1");
     ck_assert_int_eq(cache_container_state(fx, "pod1", "c1"), -1);
     ck_assert_int_eq(cache_container_state(fx, "pod1", "c2"), PLEG_CONTAINER_STATE_RUNNING);
 }
@@ -569,7 +553,6 @@ END_TEST
 START_TEST(test_list_error)
 {
     g_autoptr(Fixture) fx = fixture_new();
-    g_autofree char *text = NULL;
 
     fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
     fake_runtime_fail(fx->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, 1);
@@ -585,8 +568,7 @@ START_TEST(test_list_error)
     ck_assert_uint_eq(pleg_pod_cache_get_size(pleg_generic_get_cache(fx->pleg)), 0);
 
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerStarted c1,pod1 ContainerStarted s1");
+    assert_drained(fx, "pod1 ContainerStarted c1,pod1 ContainerStarted s1");
     ck_assert_int_eq(pleg_generic_get_last_relist_time(fx->pleg), T0_NS);
 }
 END_TEST

@@ -47,7 +47,6 @@ suspend_fixture(void)
 START_TEST(test_suspend_global_relist)
 {
     g_autoptr(Fixture) fx = suspend_fixture();
-    g_autofree char *text = NULL;
     g_autoptr(PlegPodStatus) before = cache_status(fx, "pod1");
     g_autoptr(PlegPodStatus) after = NULL;
 
@@ -56,8 +55,7 @@ START_TEST(test_suspend_global_relist)
     fake_runtime_set_container_state(fx->fake, "c2", PLEG_CONTAINER_STATE_EXITED);
     fx->clock.now_ns += NSEC_PER_SEC;
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod2 ContainerDied c2");
+    assert_drained(fx, "pod2 ContainerDied c2");
     after = cache_status(fx, "pod1");
     ck_assert(after == before); /* the very same entry */
     {
@@ -71,16 +69,12 @@ START_TEST(test_suspend_global_relist)
 
     /* Still nothing while suspended. */
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
 
     /* After resume, the next relist publishes what was held back. */
     pleg_generic_resume_pod(fx->pleg, "pod1");
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1");
+    assert_drained(fx, "pod1 ContainerDied c1");
     ck_assert_int_eq(cache_container_state(fx, "pod1", "c1"), PLEG_CONTAINER_STATE_EXITED);
 }
 END_TEST
@@ -198,30 +192,24 @@ END_TEST
 START_TEST(test_suspend_nested)
 {
     g_autoptr(Fixture) fx = suspend_fixture();
-    g_autofree char *text = NULL;
 
     pleg_generic_suspend_pod(fx->pleg, "pod1");
     pleg_generic_suspend_pod(fx->pleg, "pod1");
     fake_runtime_set_container_state(fx->fake, "c1", PLEG_CONTAINER_STATE_EXITED);
     relist(fx);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
 
     pleg_generic_resume_pod(fx->pleg, "pod1");
     ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod1", PLEG_RELIST_SOURCE_POST_SYNC),
                      PLEG_RELIST_REQUEST_COALESCED);
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
 
     pleg_generic_resume_pod(fx->pleg, "pod1");
     ck_assert_int_eq(pleg_generic_request_relist(fx->pleg, "pod1", PLEG_RELIST_SOURCE_POST_SYNC),
                      PLEG_RELIST_REQUEST_QUEUED);
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1");
+    assert_drained(fx, "pod1 ContainerDied c1");
 }
 END_TEST
 
@@ -229,7 +217,6 @@ END_TEST
 START_TEST(test_suspend_relist_pod)
 {
     g_autoptr(Fixture) fx = suspend_fixture();
-    g_autofree char *text = NULL;
 
     gint64 modified_before = 0, modified_after = 0;
 
@@ -239,8 +226,7 @@ START_TEST(test_suspend_relist_pod)
     fake_runtime_set_container_state(fx->fake, "c1", PLEG_CONTAINER_STATE_EXITED);
     fx->clock.now_ns += NSEC_PER_SEC;
     ck_assert(pleg_generic_relist_pod(fx->pleg, "pod1", PLEG_RELIST_SOURCE_EVENTED_PLEG, NULL));
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "");
+    assert_drained(fx, "");
     ck_assert_int_eq(cache_container_state(fx, "pod1", "c1"), PLEG_CONTAINER_STATE_RUNNING);
     /* Not even marked as observed: the entry would claim to be fresh while it is stale. */
     ck_assert(
@@ -255,9 +241,7 @@ START_TEST(test_suspend_relist_pod)
     ck_assert_int_eq(covered(fx), 1);
 
     /* The dispatcher's global relist published it meanwhile. */
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1");
+    assert_drained(fx, "pod1 ContainerDied c1");
 }
 END_TEST
 
@@ -266,7 +250,6 @@ START_TEST(test_suspend_during_inspection)
 {
     g_autoptr(Fixture) fx = suspend_fixture();
     RelistThread rt;
-    g_autofree char *text = NULL;
 
     fake_runtime_set_container_state(fx->fake, "c1", PLEG_CONTAINER_STATE_EXITED);
     fake_runtime_set_container_state(fx->fake, "c2", PLEG_CONTAINER_STATE_EXITED);
@@ -279,15 +262,12 @@ START_TEST(test_suspend_during_inspection)
     fake_runtime_unblock(fx->fake);
     relist_thread_join(&rt);
 
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod2 ContainerDied c2");
+    assert_drained(fx, "pod2 ContainerDied c2");
     ck_assert_int_eq(cache_container_state(fx, "pod1", "c1"), PLEG_CONTAINER_STATE_RUNNING);
 
     pleg_generic_resume_pod(fx->pleg, "pod1");
     relist(fx);
-    g_free(text);
-    text = drain_str(fx);
-    ck_assert_str_eq(text, "pod1 ContainerDied c1");
+    assert_drained(fx, "pod1 ContainerDied c1");
     ck_assert_int_eq(cache_container_state(fx, "pod1", "c1"), PLEG_CONTAINER_STATE_EXITED);
 }
 END_TEST
