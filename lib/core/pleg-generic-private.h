@@ -19,6 +19,7 @@
  * metrics locks).  relist_lock serialises relists and is held across runtime calls; state_lock
  * guards pod records, subscribers and health and is never held across a runtime call;
  * queue_lock guards the RequestRelist queue, pod suspensions and the dispatcher's wake-ups.
+ * The relist callback's notices have a lock of their own, taken with no lock of the PLEG held.
  * doc/design.md has the whole picture.
  */
 #pragma once
@@ -99,6 +100,9 @@ typedef struct {
     PlegState latest; /* the state after the newest queued event */
     GArray *events;   /* MissedEvent, oldest first */
 } Missed;
+
+/* pleg-relist-notice.c: what a relist callback shares with its queued notices. */
+typedef struct _RelistNotices RelistNotices;
 
 typedef struct {
     PlegEventChannel *channel;
@@ -193,15 +197,9 @@ struct _PlegGeneric {
     GQueue next_pass_order; /* NextPassPod, first asked first */
     gint known_pods;        /* records after the last relist (atomic): the next pass's bound */
 
-    GPtrArray *notices; /* RelistNotice not dispatched yet; under queue_lock */
-    /* The relist callback: written under queue_lock, read there by its notices, which run it
-     * outside the lock; set_relist_callback() waits for a running one (notice_done). */
-    GMainContext *callback_context;
-    PlegRelistFunc callback;
-    gpointer callback_data;
-    GDestroyNotify callback_destroy;
-    GThread *notice_thread; /* the thread running the callback, NULL when none */
-    GCond notice_done;
+    /* The relist callback and its notices (pleg-relist-notice.c), NULL when there is none:
+     * replaced only while the dispatcher does not run, read by the dispatcher. */
+    RelistNotices *notices;
 };
 
 /* pleg-generic.c */
@@ -303,5 +301,9 @@ G_GNUC_INTERNAL void clear_requests(PlegGeneric *pleg);
 /* The dispatcher thread's GThreadFunc; @data is the PlegGeneric. */
 G_GNUC_INTERNAL gpointer dispatcher_thread(gpointer data);
 
-/* pleg-relist-notice.c: takes queue_lock; call with no lock of the PLEG held. */
+/* pleg-relist-notice.c: takes the notices' own lock (a leaf, above the GMainContext's); called by
+ * the dispatcher with no lock of the PLEG held. */
 G_GNUC_INTERNAL void notify_relist(PlegGeneric *pleg, const GError *error, gint64 timestamp_ns);
+/* Tests only (tests/core/test-notice.c): when set, every relist notice calls it once GLib has
+ * dispatched the notice, before it takes any lock.  Never set by the library itself. */
+G_GNUC_INTERNAL extern void (*relist_notice_dispatch_hook)(void);

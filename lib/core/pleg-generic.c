@@ -211,12 +211,10 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
 
     g_mutex_init(&pleg->queue_lock);
     g_cond_init(&pleg->queue_cond);
-    g_cond_init(&pleg->notice_done);
     g_queue_init(&pleg->queue);
     pleg->next_pass = g_hash_table_new(g_str_hash, g_str_equal);
     g_queue_init(&pleg->next_pass_order);
     pleg->suspensions = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-    pleg->notices = g_ptr_array_new(); /* RelistNotice, owned by their sources */
     return pleg;
 }
 
@@ -235,10 +233,8 @@ pleg_generic_free(PlegGeneric *pleg)
     g_byte_array_unref(pleg->relist_uids);
     g_array_unref(pleg->relist_works);
     g_hash_table_unref(pleg->suspensions);
-    g_ptr_array_unref(pleg->notices);
     clear_requests(pleg);
     g_hash_table_unref(pleg->next_pass);
-    g_cond_clear(&pleg->notice_done);
     g_cond_clear(&pleg->queue_cond);
     g_mutex_clear(&pleg->queue_lock);
     g_mutex_clear(&pleg->state_lock);

@@ -308,12 +308,15 @@ PlegGeneric *pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *con
  *
  * Stops the dispatcher if running, closes every channel and frees the PLEG; waits for a relist
  * callback running in another thread to return (see pleg_generic_set_relist_callback()).
- * NULL-safe.  Every #GSource from pleg_event_channel_attach() on its channels must have been
- * destroyed first.
+ * When it returns, the relist callback has been called for the last time: a notice that GLib
+ * is dispatching in the callback context but that has not called it yet never will, and it
+ * touches nothing of the freed PLEG.  NULL-safe.  Every #GSource from
+ * pleg_event_channel_attach() on its channels must have been destroyed first.
  *
  * Thread safety: the lifecycle thread (see pleg_generic_new()), when no other thread calls
- * into @pleg any more; not from the PLEG's own relist callback or an event callback, nor from
- * a #PlegRuntime operation or #PlegClockFunc.
+ * into @pleg any more (the thread iterating the relist callback's context may go on doing so,
+ * and may be in the callback); not from the PLEG's own relist callback or an event callback,
+ * nor from a #PlegRuntime operation or #PlegClockFunc.
  */
 void pleg_generic_free(PlegGeneric *pleg);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegGeneric, pleg_generic_free)
@@ -550,10 +553,11 @@ typedef void (*PlegRelistFunc)(const GError *error, gint64 relist_time_ns, gpoin
  *
  * Call before pleg_generic_start().  @func runs in @context after every global relist run by
  * the dispatcher (not for pleg_generic_relist() called by hand), except one that
- * pleg_generic_stop() cancelled: that one says nothing about the runtime.  Notices not
- * dispatched yet are dropped; when the old callback is running in another thread, this waits
- * until it returned, then calls the old destroy notify (from inside the callback it does not
- * wait).  pleg_generic_free() does the same.
+ * pleg_generic_stop() cancelled: that one says nothing about the runtime.  Notices that have
+ * not called the old callback yet are dropped, one that GLib is dispatching at this moment
+ * included; when the old callback is running in another thread, this waits until it returned,
+ * then calls the old destroy notify (from inside the callback it does not wait).  So once this
+ * returns the old callback is never called again.  pleg_generic_free() does the same.
  *
  * Thread safety: the lifecycle thread (see pleg_generic_new()), or the relist callback
  * itself, while the dispatcher is not running (before pleg_generic_start() or after
