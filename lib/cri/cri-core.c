@@ -320,10 +320,25 @@ unpack_message(CriChannel *self, const char *method, grpc_byte_buffer *buffer,
 
 /* ---- an answer item by item (cri-items.c) over the slices of a byte buffer ---- */
 
+const char *
+cri_limit_to_string(CriLimit limit)
+{
+    switch (limit) {
+    case CRI_LIMIT_BYTES:
+        return "bytes";
+    case CRI_LIMIT_ITEMS:
+        return "items";
+    case CRI_LIMIT_NONE:
+        break;
+    }
+    return NULL;
+}
+
 typedef struct {
     grpc_byte_buffer_reader reader;
     grpc_slice slice; /* a reference while `have_slice` */
     gboolean have_slice;
+    const gboolean *stop; /* no slice is read once it is set */
 } SliceSource;
 
 static gboolean
@@ -333,7 +348,8 @@ next_slice(gpointer data, const guint8 **ret_data, gsize *ret_length)
 
     if (source->have_slice)
         grpc_slice_unref(source->slice);
-    source->have_slice = grpc_byte_buffer_reader_next(&source->reader, &source->slice);
+    source->have_slice =
+        !*source->stop && grpc_byte_buffer_reader_next(&source->reader, &source->slice);
     if (!source->have_slice)
         return FALSE;
     *ret_data = GRPC_SLICE_START_PTR(source->slice);
@@ -341,30 +357,94 @@ next_slice(gpointer data, const guint8 **ret_data, gsize *ret_length)
     return TRUE;
 }
 
-static gboolean
-unpack_answer_items(CriChannel *self, const char *method, grpc_byte_buffer *buffer,
-                    const ProtobufCMessageDescriptor *descriptor, CriArena *arena,
-                    CriItemFunc item_func, gpointer item_data, GError **error)
+/* The items of a listing on their way to the caller, counted: past the bound they are
+ * dropped, and the walk ends at the next slice. */
+typedef struct {
+    CriItemFunc item_func;
+    gpointer item_data;
+    guint64 max_items;
+    guint64 *n_items;
+    gboolean over;
+} ItemCounter;
+
+static void
+count_item(const ProtobufCMessage *item, gpointer data)
 {
-    SliceSource source = {0};
+    ItemCounter *counter = data;
+
+    if (counter->max_items > 0 && *counter->n_items >= counter->max_items)
+        counter->over = TRUE;
+    (*counter->n_items)++;
+    if (!counter->over)
+        counter->item_func(item, counter->item_data);
+}
+
+gboolean
+cri_buffer_read_items(struct grpc_byte_buffer *buffer,
+                      const ProtobufCMessageDescriptor *descriptor, CriArena *arena,
+                      CriItemFunc item_func, gpointer item_data, const CriListingLimits *limits,
+                      CriListingCount *count, CriLimit *ret_over)
+{
+    static const CriListingLimits unbounded = {0};
+    ItemCounter counter = {.item_func = item_func, .item_data = item_data};
+    SliceSource source = {.stop = &counter.over};
+    gsize length;
     gboolean ok;
 
-    if (!grpc_byte_buffer_reader_init(&source.reader, buffer)) {
-        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
-                    "%s: %s: cannot read the response of type %s", self->shown_endpoint, method,
-                    descriptor->name);
+    g_return_val_if_fail(buffer != NULL && count != NULL && ret_over != NULL, FALSE);
+
+    *ret_over = CRI_LIMIT_NONE;
+    if (!limits)
+        limits = &unbounded;
+    if (!grpc_byte_buffer_reader_init(&source.reader, buffer))
+        return FALSE;
+    /* The length of what the reader reads, buffer_out: a reader that decompresses (gRPC's did
+     * before 1.4x) reads more than @buffer's compressed length, which would cut the walk short.
+     * gRPC 1.51's reader hands over @buffer as it is, so today the two are the same. */
+    length = grpc_byte_buffer_length(source.reader.buffer_out);
+    count->bytes += length;
+    if (limits->max_bytes > 0 && count->bytes > limits->max_bytes) {
+        grpc_byte_buffer_reader_destroy(&source.reader);
+        *ret_over = CRI_LIMIT_BYTES;
         return FALSE;
     }
-    ok = cri_unpack_items(next_slice, &source, grpc_byte_buffer_length(buffer), descriptor, arena,
-                          item_func, item_data);
+    counter.max_items = limits->max_items;
+    counter.n_items = &count->items;
+    ok = cri_unpack_items(next_slice, &source, length, descriptor, arena, count_item, &counter);
     if (source.have_slice)
         grpc_slice_unref(source.slice);
     grpc_byte_buffer_reader_destroy(&source.reader);
-    if (!ok)
+    if (counter.over) {
+        *ret_over = CRI_LIMIT_ITEMS;
+        return FALSE;
+    }
+    return ok;
+}
+
+/* Why cri_buffer_read_items() failed, as the call's error. */
+static void
+set_read_items_error(GError **error, CriChannel *self, const char *method,
+                     const ProtobufCMessageDescriptor *descriptor, const CriListingLimits *limits,
+                     const CriListingCount *count, CriLimit over)
+{
+    switch (over) {
+    case CRI_LIMIT_BYTES:
+        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_RESOURCE_EXHAUSTED,
+                    "%s: %s: the listing passed its limit of %zu bytes (%zu bytes received)",
+                    self->shown_endpoint, method, limits->max_bytes, count->bytes);
+        break;
+    case CRI_LIMIT_ITEMS:
+        g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_RESOURCE_EXHAUSTED,
+                    "%s: %s: the listing passed its limit of %" G_GUINT64_FORMAT
+                    " items (%" G_GUINT64_FORMAT " items received)",
+                    self->shown_endpoint, method, limits->max_items, count->items);
+        break;
+    case CRI_LIMIT_NONE:
         g_set_error(error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_INTERNAL,
                     "%s: %s: cannot decode the response as %s", self->shown_endpoint, method,
                     descriptor->name);
-    return ok;
+        break;
+    }
 }
 
 static void
@@ -522,8 +602,13 @@ unary_finish(CriChannel *self, Unary *u)
                     "%s: %s: the runtime answered without a message", self->shown_endpoint,
                     spec->method);
     } else if (spec->item_func) {
-        unpack_answer_items(self, spec->method, u->io.response_buffer, spec->response_descriptor,
-                            spec->arena, spec->item_func, spec->item_data, &spec->error);
+        CriListingCount count = {0};
+
+        if (!cri_buffer_read_items(u->io.response_buffer, spec->response_descriptor, spec->arena,
+                                   spec->item_func, spec->item_data, &spec->limits, &count,
+                                   &spec->over_limit))
+            set_read_items_error(&spec->error, self, spec->method, spec->response_descriptor,
+                                 &spec->limits, &count, spec->over_limit);
     } else {
         spec->response = unpack_message(self, spec->method, u->io.response_buffer,
                                         spec->response_descriptor, spec->arena, &spec->error);
@@ -573,6 +658,7 @@ drive(CriChannel *self, const CriCallFeed *feed, gpointer data, guint max_in_fli
             }
             spec->response = NULL;
             spec->error = NULL;
+            spec->over_limit = CRI_LIMIT_NONE;
             g_mutex_lock(&in_flight.lock);
             cancelled = in_flight.cancelled;
             g_mutex_unlock(&in_flight.lock);
@@ -723,6 +809,11 @@ struct _CriStream {
     int send_tag, recv_tag, status_tag;
 
     CallIo io;
+
+    /* cri_stream_read_items() over the whole stream */
+    CriListingLimits limits;
+    CriListingCount count;
+    CriLimit over_limit;
 
     StreamState state;
     GError *failure;
@@ -921,10 +1012,28 @@ cri_stream_read_items(CriStream *self, CriItemFunc item_func, gpointer item_data
         return FALSE;
     if (*ret_end)
         return TRUE;
-    ok = unpack_answer_items(self->channel, self->method, self->io.response_buffer,
-                             self->response_descriptor, self->arena, item_func, item_data,
-                             &self->failure);
+    ok = cri_buffer_read_items(self->io.response_buffer, self->response_descriptor, self->arena,
+                               item_func, item_data, &self->limits, &self->count,
+                               &self->over_limit);
+    if (!ok)
+        set_read_items_error(&self->failure, self->channel, self->method,
+                             self->response_descriptor, &self->limits, &self->count,
+                             self->over_limit);
     return stream_received(self, ok, error);
+}
+
+void
+cri_stream_set_limits(CriStream *self, const CriListingLimits *limits)
+{
+    g_return_if_fail(self != NULL);
+    self->limits = limits ? *limits : (CriListingLimits){0};
+}
+
+CriLimit
+cri_stream_get_over_limit(CriStream *self)
+{
+    g_return_val_if_fail(self != NULL, CRI_LIMIT_NONE);
+    return self->over_limit;
 }
 
 void

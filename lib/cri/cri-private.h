@@ -15,6 +15,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include <pleg/pleg-cri-client.h>
+#include <pleg/pleg-metrics.h>
 #include <pleg/pleg-plugin.h>
 
 #include "api.pb-c.h"
@@ -111,6 +112,54 @@ gboolean cri_unpack_items(CriPieceFunc next_piece, gpointer source, gsize length
                           const ProtobufCMessageDescriptor *descriptor, CriArena *arena,
                           CriItemFunc item_func, gpointer item_data);
 
+/* ---- bounds on what one listing brings (issue 24) ---- */
+
+/* Which bound a listing passed. */
+typedef enum {
+    CRI_LIMIT_NONE,
+    CRI_LIMIT_BYTES,
+    CRI_LIMIT_ITEMS,
+} CriLimit;
+
+/* "bytes", "items"; NULL for CRI_LIMIT_NONE.  The values of a metric's `limit` label. */
+const char *cri_limit_to_string(CriLimit limit);
+
+/* What one listing may bring, however many messages it comes in: the bytes of its messages as
+ * read and the items of their field 1; 0 leaves either unbounded. */
+typedef struct {
+    gsize max_bytes;
+    guint64 max_items;
+} CriListingLimits;
+
+/* What a listing has brought so far. */
+typedef struct {
+    gsize bytes;
+    guint64 items;
+} CriListingCount;
+
+/**
+ * cri_buffer_read_items:
+ * @buffer: a received message (a `grpc_byte_buffer *`).
+ * @limits: (nullable): the listing's bounds; %NULL for none.
+ * @count: what the listing brought before @buffer; @buffer's bytes and items are added.
+ * @ret_over: (out): the bound @buffer took the listing past, or %CRI_LIMIT_NONE.
+ *
+ * cri_unpack_items() over the slices @buffer's reader gives, bounded by the length of what
+ * that reader reads (its buffer_out), which a reader that decompresses makes longer than
+ * @buffer.  A message that takes the listing past @limits->max_bytes is not unpacked; past
+ * @limits->max_items, the items are no longer given to @item_func and the walk stops at the
+ * next slice.
+ *
+ * Returns: whether the whole message was read within @limits; FALSE with *@ret_over NONE when
+ *   it does not decode.
+ */
+struct grpc_byte_buffer;
+gboolean cri_buffer_read_items(struct grpc_byte_buffer *buffer,
+                               const ProtobufCMessageDescriptor *descriptor, CriArena *arena,
+                               CriItemFunc item_func, gpointer item_data,
+                               const CriListingLimits *limits, CriListingCount *count,
+                               CriLimit *ret_over);
+
 typedef struct _CriChannel CriChannel;
 
 /**
@@ -164,9 +213,13 @@ ProtobufCMessage *cri_channel_call(CriChannel *channel, const char *method,
  *   (required then), given to @item_func with @item_data on the caller's thread, in order, and
  *   dropped from the arena when it returns.  Other fields are skipped.  @response stays %NULL;
  *   @error says whether the call and every item succeeded (items already given stay given).
+ * @limits: with @item_func: the answer's bounds, as cri_buffer_read_items() keeps them.  An
+ *   answer past one fails with %PLEG_CRI_ERROR_RESOURCE_EXHAUSTED naming the bound and the
+ *   amount.  Zeroes: none.
+ * @over_limit: (out): the bound the answer passed, or %CRI_LIMIT_NONE.
  *
- * One call of cri_channel_call_many(); the caller fills the first three fields, and the last
- * three if it wants.
+ * One call of cri_channel_call_many(); the caller fills the first three fields, and the others
+ * if it wants.
  */
 typedef struct {
     const char *method;
@@ -177,6 +230,8 @@ typedef struct {
     CriArena *arena;
     CriItemFunc item_func;
     gpointer item_data;
+    CriListingLimits limits;
+    CriLimit over_limit;
 } CriUnaryCall;
 
 /* Calls one cri_channel_call_many() keeps in flight at most; the rest start as they finish. */
@@ -272,6 +327,13 @@ gboolean cri_stream_read(CriStream *stream, ProtobufCMessage **ret_message,
 gboolean cri_stream_read_items(CriStream *stream, CriItemFunc item_func, gpointer item_data,
                                gboolean *ret_end, GCancellable *cancellable, GError **error);
 
+/* Bounds what cri_stream_read_items() reads over the whole stream (@limits copied; NULL: none).
+ * The message that takes the stream past one fails it with %PLEG_CRI_ERROR_RESOURCE_EXHAUSTED
+ * naming the bound and the amount, and cancels the call. */
+void cri_stream_set_limits(CriStream *stream, const CriListingLimits *limits);
+/* The bound the stream passed, or CRI_LIMIT_NONE. */
+CriLimit cri_stream_get_over_limit(CriStream *stream);
+
 /* Messages read after this are unpacked into @arena (nullable: with malloc again), which must
  * outlive them; the caller rewinds or frees it between messages as it likes. */
 void cri_stream_set_arena(CriStream *stream, CriArena *arena);
@@ -338,6 +400,12 @@ CriChannel *cri_client_get_channel(PlegCriClient *client);
 
 /* The client's per-call deadline in microseconds. */
 gint64 cri_client_get_timeout_usec(PlegCriClient *client);
+
+/* Registers pleg_cri_listing_over_limit_total{operation,limit} on @registry (operation:
+ * list_podsandbox or list_containers; limit: bytes or items) and counts there each listing
+ * that passes PLEG_CRI_MAX_LISTING_BYTES or PLEG_CRI_MAX_LISTING_ITEMS.  For the host that
+ * creates the client; call before the client lists, as pleg_cri_client_set_list_notice_func(). */
+void cri_client_set_metrics(PlegCriClient *client, PlegMetricsRegistry *registry);
 
 /* ---- the CRI event stream (lib/cri/cri-events.c) ---- */
 
