@@ -6,6 +6,7 @@
 #include "pleg-config.h"
 
 #include <pleg/pleg-cri-client.h>
+#include <pleg/pleg-metrics.h>
 #include <pleg/pleg-util.h>
 
 #include "cri-private.h"
@@ -14,10 +15,16 @@
 /* The two listings a relist makes. */
 typedef enum { LIST_SANDBOXES, LIST_CONTAINERS, N_LISTINGS } Listing;
 
+/* Each listing's `operation` label, as kubelet names the CRI operations. */
+static const char *const listing_operations[N_LISTINGS] = {"list_podsandbox", "list_containers"};
+
 struct _PlegCriClient {
     gatomicrefcount ref_count;
     CriChannel *channel;
     gint64 timeout_usec;
+    /* What one listing may bring, unary or streamed (issue 24). */
+    CriListingLimits list_limits;
+    PlegMetric *over_limit; /* pleg_cri_listing_over_limit_total, once a host gives a registry */
 
     /* How listings go (KEP-5825); list_lock guards the state below, never held across a call. */
     GMutex list_lock;
@@ -47,6 +54,8 @@ pleg_cri_client_new(const char *endpoint, gint64 timeout_usec, GError **error)
     g_atomic_ref_count_init(&client->ref_count);
     client->channel = channel;
     client->timeout_usec = timeout_usec > 0 ? timeout_usec : PLEG_CRI_DEFAULT_TIMEOUT_USEC;
+    client->list_limits.max_bytes = PLEG_CRI_MAX_LISTING_BYTES;
+    client->list_limits.max_items = PLEG_CRI_MAX_LISTING_ITEMS;
     g_mutex_init(&client->list_lock);
     client->list_probe_interval_usec = PLEG_CRI_LIST_PROBE_INTERVAL_USEC;
     client->list_path = PLEG_CRI_LIST_UNARY;
@@ -94,6 +103,27 @@ cri_client_get_timeout_usec(PlegCriClient *client)
     return client->timeout_usec;
 }
 
+void
+cri_client_set_metrics(PlegCriClient *client, PlegMetricsRegistry *registry)
+{
+    g_return_if_fail(client != NULL && registry != NULL);
+
+    client->over_limit = pleg_metrics_register(
+        registry, PLEG_METRIC_COUNTER, "pleg_cri_listing_over_limit_total",
+        "CRI listings (ListPodSandbox, ListContainers or their KEP-5825 streams) stopped because "
+        "they brought more bytes or items than one listing may, by operation and limit.",
+        (const char *const[]){"operation", "limit", NULL}, NULL, 0);
+}
+
+/* A listing stopped at one of its bounds. */
+static void
+listing_over_limit(PlegCriClient *client, Listing listing, CriLimit limit)
+{
+    const char *labels[] = {listing_operations[listing], cri_limit_to_string(limit), NULL};
+
+    pleg_metric_inc(client->over_limit, labels);
+}
+
 static gpointer
 call(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
      const ProtobufCMessageDescriptor *response_descriptor, GCancellable *cancellable,
@@ -104,11 +134,13 @@ call(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
 }
 
 /* A unary listing: each item of the answer unpacked alone into an arena of the channel's pool
- * and given to @item_func, so that neither the answer nor a copy of it is ever held whole. */
+ * and given to @item_func, so that neither the answer nor a copy of it is ever held whole; an
+ * answer past the listing bounds fails (*@ret_over says which). */
 static gboolean
-call_listing(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
+call_listing(PlegCriClient *client, Listing listing, const char *method,
+             const ProtobufCMessage *request,
              const ProtobufCMessageDescriptor *response_descriptor, CriItemFunc item_func,
-             gpointer item_data, GCancellable *cancellable, GError **error)
+             gpointer item_data, CriLimit *ret_over, GCancellable *cancellable, GError **error)
 {
     g_autoptr(CriArena) arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
     CriUnaryCall unary = {
@@ -118,9 +150,13 @@ call_listing(PlegCriClient *client, const char *method, const ProtobufCMessage *
         .arena = arena,
         .item_func = item_func,
         .item_data = item_data,
+        .limits = client->list_limits,
     };
 
     cri_channel_call_many(client->channel, &unary, 1, client->timeout_usec, cancellable);
+    *ret_over = unary.over_limit;
+    if (unary.over_limit != CRI_LIMIT_NONE)
+        listing_over_limit(client, listing, unary.over_limit);
     if (unary.error) {
         g_propagate_error(error, unary.error);
         return FALSE;
@@ -281,9 +317,10 @@ list_unary_answered(PlegCriClient *client, Listing listing, gboolean whole, cons
 
 /* One list stream, each message's items decoded into @items as it arrives, item by item, so
  * that neither a message nor the whole answer is ever held unpacked.  The stream's deadline is
- * the client's call deadline. */
+ * the client's call deadline; the stream is cancelled when it passes the listing bounds. */
 static gboolean
-list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
+list_stream(PlegCriClient *client, Listing listing, const char *method,
+            const ProtobufCMessage *request,
             const ProtobufCMessageDescriptor *response_descriptor, CriItemFunc item_func,
             gpointer items, GCancellable *cancellable, GError **error)
 {
@@ -298,9 +335,13 @@ list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *r
     /* Declared after the stream, so freed before it: the stream only borrows the arena. */
     arena = cri_arena_new(cri_channel_get_arena_pool(client->channel));
     cri_stream_set_arena(stream, arena);
+    cri_stream_set_limits(stream, &client->list_limits);
     while (!end) {
-        if (!cri_stream_read_items(stream, item_func, items, &end, cancellable, error))
+        if (!cri_stream_read_items(stream, item_func, items, &end, cancellable, error)) {
+            if (cri_stream_get_over_limit(stream) != CRI_LIMIT_NONE)
+                listing_over_limit(client, listing, cri_stream_get_over_limit(stream));
             return FALSE;
+        }
     }
     return TRUE;
 }
@@ -316,7 +357,8 @@ typedef struct {
 /* Lists through the stream when the gate says so; FALSE with @error on a failure other than
  * UNIMPLEMENTED, and FALSE without an error when the caller must list unary instead. */
 static gboolean
-try_list_stream(PlegCriClient *client, const char *method, const ProtobufCMessage *request,
+try_list_stream(PlegCriClient *client, Listing listing, const char *method,
+                const ProtobufCMessage *request,
                 const ProtobufCMessageDescriptor *response_descriptor, const ItemSink *sink,
                 GCancellable *cancellable, GError **error)
 {
@@ -324,8 +366,8 @@ try_list_stream(PlegCriClient *client, const char *method, const ProtobufCMessag
 
     if (!list_use_streams(client))
         return FALSE;
-    if (list_stream(client, method, request, response_descriptor, sink->item_func, sink->data,
-                    cancellable, &local_error)) {
+    if (list_stream(client, listing, method, request, response_descriptor, sink->item_func,
+                    sink->data, cancellable, &local_error)) {
         list_streams_answered(client, NULL);
         return TRUE;
     }
@@ -366,9 +408,10 @@ visit_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter
         RUNTIME__V1__STREAM_POD_SANDBOXES_REQUEST__INIT;
     Runtime__V1__ListPodSandboxRequest request = RUNTIME__V1__LIST_POD_SANDBOX_REQUEST__INIT;
     g_autoptr(GError) local_error = NULL;
+    CriLimit over = CRI_LIMIT_NONE;
 
     stream_request.filter = filter;
-    if (try_list_stream(client, "StreamPodSandboxes", &stream_request.base,
+    if (try_list_stream(client, LIST_SANDBOXES, "StreamPodSandboxes", &stream_request.base,
                         &runtime__v1__stream_pod_sandboxes_response__descriptor, sink, cancellable,
                         &local_error))
         return TRUE;
@@ -378,10 +421,11 @@ visit_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter
     }
 
     request.filter = filter;
-    call_listing(client, "ListPodSandbox", &request.base,
+    call_listing(client, LIST_SANDBOXES, "ListPodSandbox", &request.base,
                  &runtime__v1__list_pod_sandbox_response__descriptor, sink->item_func, sink->data,
-                 cancellable, &local_error);
-    list_unary_answered(client, LIST_SANDBOXES, filter == NULL, local_error);
+                 &over, cancellable, &local_error);
+    if (over == CRI_LIMIT_NONE)
+        list_unary_answered(client, LIST_SANDBOXES, filter == NULL, local_error);
     if (local_error) {
         g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
@@ -399,13 +443,14 @@ visit_containers(PlegCriClient *client, const char *pod_sandbox_id, const ItemSi
     Runtime__V1__ListContainersRequest request = RUNTIME__V1__LIST_CONTAINERS_REQUEST__INIT;
     Runtime__V1__ContainerFilter filter = RUNTIME__V1__CONTAINER_FILTER__INIT;
     g_autoptr(GError) local_error = NULL;
+    CriLimit over = CRI_LIMIT_NONE;
 
     if (pod_sandbox_id) {
         filter.pod_sandbox_id = (char *)pod_sandbox_id;
         request.filter = &filter;
         stream_request.filter = &filter;
     }
-    if (try_list_stream(client, "StreamContainers", &stream_request.base,
+    if (try_list_stream(client, LIST_CONTAINERS, "StreamContainers", &stream_request.base,
                         &runtime__v1__stream_containers_response__descriptor, sink, cancellable,
                         &local_error))
         return TRUE;
@@ -414,10 +459,11 @@ visit_containers(PlegCriClient *client, const char *pod_sandbox_id, const ItemSi
         return FALSE;
     }
 
-    call_listing(client, "ListContainers", &request.base,
+    call_listing(client, LIST_CONTAINERS, "ListContainers", &request.base,
                  &runtime__v1__list_containers_response__descriptor, sink->item_func, sink->data,
-                 cancellable, &local_error);
-    list_unary_answered(client, LIST_CONTAINERS, pod_sandbox_id == NULL, local_error);
+                 &over, cancellable, &local_error);
+    if (over == CRI_LIMIT_NONE)
+        list_unary_answered(client, LIST_CONTAINERS, pod_sandbox_id == NULL, local_error);
     if (local_error) {
         g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;

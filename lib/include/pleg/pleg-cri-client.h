@@ -59,6 +59,28 @@ typedef enum {
 /** PLEG_CRI_MAX_RECEIVE_BYTES: kubelet's max gRPC message size, 16 MiB. */
 #define PLEG_CRI_MAX_RECEIVE_BYTES (16 * 1024 * 1024)
 
+/**
+ * PLEG_CRI_MAX_LISTING_BYTES:
+ *
+ * What one listing (ListPodSandbox or ListContainers, or its KEP-5825 stream, whatever the
+ * number of messages) may bring, as received and decompressed: 256 MiB.  A 5,000-pod node
+ * lists about 10 MiB, so this is over 20 times what a large node needs; it keeps a runtime
+ * that streams without end from growing the relist past memory or the 4 GiB that the
+ * listing's 32-bit text offsets hold.  A listing past it fails with
+ * %PLEG_CRI_ERROR_RESOURCE_EXHAUSTED ("... the listing passed its limit of 268435456 bytes
+ * (N bytes received)"), the stream cancelled, as any runtime error fails the relist.
+ */
+#define PLEG_CRI_MAX_LISTING_BYTES ((gsize)256 * 1024 * 1024)
+/**
+ * PLEG_CRI_MAX_LISTING_ITEMS:
+ *
+ * How many pod sandboxes or containers one listing may bring: 1,000,000, 200 times a
+ * 5,000-pod node's sandboxes and thousands of times kubelet's 110 pods a node.  Past it the
+ * listing fails as past %PLEG_CRI_MAX_LISTING_BYTES ("... items (N items received)") and no
+ * further item is decoded: an item can be 2 bytes on the wire and costs far more decoded.
+ */
+#define PLEG_CRI_MAX_LISTING_ITEMS G_GUINT64_CONSTANT(1000000)
+
 typedef struct _PlegCriClient PlegCriClient;
 
 /**
@@ -87,7 +109,8 @@ gboolean pleg_cri_endpoint_check(const char *endpoint, GError **error);
  *
  * Creates the channel lazily: no connection is made here, so a runtime that is not up yet is
  * not an error.  The channel reconnects with kubelet's backoff (base 100 ms, max 3 s, minimum
- * connect timeout 5 s) and accepts answers up to %PLEG_CRI_MAX_RECEIVE_BYTES.
+ * connect timeout 5 s) and accepts answers up to %PLEG_CRI_MAX_RECEIVE_BYTES, and listings up to
+ * %PLEG_CRI_MAX_LISTING_BYTES and %PLEG_CRI_MAX_LISTING_ITEMS.
  *
  * Thread safety: callable from any thread; every call on the client may be made concurrently
  *   from any thread unless its documentation says otherwise.  Calls block the calling thread
@@ -156,7 +179,8 @@ gboolean pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name,
  *   or no listing has gone through the streams yet).
  * @PLEG_CRI_LIST_STREAMING: StreamPodSandboxes and StreamContainers (KEP-5825): the listing in
  *   as many messages as the runtime cuts it into, so no answer is bounded by
- *   %PLEG_CRI_MAX_RECEIVE_BYTES.
+ *   %PLEG_CRI_MAX_RECEIVE_BYTES (each message is, and the whole listing is bounded by
+ *   %PLEG_CRI_MAX_LISTING_BYTES and %PLEG_CRI_MAX_LISTING_ITEMS).
  * @PLEG_CRI_LIST_UNARY_FALLBACK: the runtime answered the streams UNIMPLEMENTED; listings are
  *   unary until the next probe of the streams.
  *
@@ -220,7 +244,9 @@ PlegCriListPath pleg_cri_client_get_list_path(PlegCriClient *client);
  * @PLEG_CRI_LIST_NOTICE_TOO_LARGE: a whole unary listing failed with RESOURCE_EXHAUSTED
  *   (@reason: "Received message larger than max"): the node's listing no longer fits the
  *   %PLEG_CRI_MAX_RECEIVE_BYTES a unary answer may carry.  Not repeated until that listing fits
- *   again.  The listing itself fails as before and is retried by the next relist.
+ *   again.  The listing itself fails as before and is retried by the next relist.  A listing
+ *   stopped at %PLEG_CRI_MAX_LISTING_ITEMS or %PLEG_CRI_MAX_LISTING_BYTES, which streaming would
+ *   not lift, gives no notice.
  *
  * What a #PlegCriListNoticeFunc is told.
  */
