@@ -45,10 +45,31 @@ push(PlegGeneric *pleg, Subscriber *sub, PlegPodLifecycleEvent *event, gboolean 
     return TRUE;
 }
 
-static char *
-missed_key(const char *pod_uid, const char *id)
+/* The missed table is a set of its entries, told apart by pod UID and id as two strings: no
+ * joined key, which ("a/b", "c") and ("a", "b/c") would share. */
+static guint
+missed_hash(gconstpointer key)
 {
-    return g_strconcat(pod_uid, "/", id, NULL);
+    const Missed *m = key;
+
+    return g_str_hash(m->pod_uid) * 31 + (m->id ? g_str_hash(m->id) : 0);
+}
+
+static gboolean
+missed_equal(gconstpointer a, gconstpointer b)
+{
+    const Missed *ma = a, *mb = b;
+
+    return g_str_equal(ma->pod_uid, mb->pod_uid) && g_strcmp0(ma->id, mb->id) == 0;
+}
+
+/* @id NULL: the pod's PodSync entry. */
+static Missed *
+missed_lookup(Subscriber *sub, const char *pod_uid, const char *id)
+{
+    const Missed key = {.pod_uid = (char *)pod_uid, .id = (char *)id};
+
+    return g_hash_table_lookup(sub->missed, &key);
 }
 
 static void
@@ -57,7 +78,7 @@ missed_event_clear(MissedEvent *me)
     pleg_pod_lifecycle_event_unref(me->event);
 }
 
-void
+static void
 missed_free(Missed *m)
 {
     g_free(m->pod_uid);
@@ -73,6 +94,32 @@ missed_append(Missed *m, PlegPodLifecycleEvent *event, PlegState after)
 
     g_array_append_val(m->events, me);
     m->latest = after;
+}
+
+static Missed *
+missed_add(Subscriber *sub, const char *pod_uid, const char *id, PlegState seen)
+{
+    Missed *m = g_new0(Missed, 1);
+
+    m->pod_uid = g_strdup(pod_uid);
+    m->id = g_strdup(id);
+    m->seen = seen;
+    m->latest = seen;
+    m->events = g_array_new(FALSE, FALSE, sizeof(MissedEvent));
+    g_array_set_clear_func(m->events, (GDestroyNotify)missed_event_clear);
+    g_hash_table_add(sub->missed, m);
+    if (id)
+        sub->n_containers++;
+    return m;
+}
+
+/* Removes the entry @iter is at. */
+static void
+missed_iter_remove(Subscriber *sub, GHashTableIter *iter, Missed *m)
+{
+    if (m->id)
+        sub->n_containers--;
+    g_hash_table_iter_remove(iter);
 }
 
 /* Called with state_lock held. */
@@ -95,6 +142,128 @@ missed_collapse(PlegGeneric *pleg, Missed *m, PlegRelistSource source, PlegPodSt
     }
 }
 
+/* The pod being delivered when the missed table overflows: its transitions before @index have
+ * gone to the subscriber or into the table, the others not yet. */
+typedef struct {
+    const char *pod_uid;
+    GArray *transitions;
+    guint index;
+} Delivering;
+
+/* What the subscriber was last told of @id of @pod_uid, whose published snapshot is @published
+ * (NULL: none). */
+static PlegState
+told_state(Subscriber *sub, const char *pod_uid, const char *id, const PodSnapshot *published,
+           const Delivering *now)
+{
+    Missed *m = missed_lookup(sub, pod_uid, id);
+
+    if (m)
+        return m->seen;
+    if (now && g_str_equal(now->pod_uid, pod_uid)) {
+        gboolean pushed = FALSE;
+        PlegState state = STATE_NON_EXISTENT;
+
+        /* @published is already this publication's: the subscriber has what the transitions
+         * before @index brought, and what was before the first one after it. */
+        for (guint i = 0; i < now->transitions->len; i++) {
+            const Transition *t = &g_array_index(now->transitions, Transition, i);
+
+            if (!t->id || t->type == PLEG_CONTAINER_CHANGED || !g_str_equal(t->id, id))
+                continue;
+            if (i >= now->index)
+                return pushed ? state : t->before;
+            state = t->after;
+            pushed = TRUE;
+        }
+        if (pushed)
+            return state;
+    }
+    return pod_snapshot_state(published, id);
+}
+
+/* Whether the subscriber believes that something of @pod_uid that has no entry in its table
+ * exists: a container of the published snapshot, or one being delivered. */
+static gboolean
+pod_told(PlegGeneric *pleg, Subscriber *sub, const char *pod_uid, const Delivering *now)
+{
+    PodRecord *rec = g_hash_table_lookup(pleg->records, pod_uid);
+    const PodSnapshot *published = rec ? rec->old : NULL;
+
+    if (published) {
+        GPtrArray *entries[] = {published->containers, published->sandboxes};
+
+        for (guint e = 0; e < G_N_ELEMENTS(entries); e++) {
+            for (guint i = 0; i < entries[e]->len; i++) {
+                const PodEntry *entry = g_ptr_array_index(entries[e], i);
+
+                if (told_state(sub, pod_uid, entry->id, published, now) != STATE_NON_EXISTENT)
+                    return TRUE;
+            }
+        }
+    }
+    if (now && g_str_equal(now->pod_uid, pod_uid)) {
+        for (guint i = 0; i < now->transitions->len; i++) {
+            const Transition *t = &g_array_index(now->transitions, Transition, i);
+
+            if (t->id && told_state(sub, pod_uid, t->id, published, now) != STATE_NON_EXISTENT)
+                return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* The subscriber is owed events of MISSED_CONTAINERS_MAX containers: everything it is owed
+ * becomes one PodSync a pod, for the pods the PLEG knows and those the subscriber believes
+ * exist; a pod gone that it was never told of needs nothing.  Called with state_lock held. */
+static void
+missed_overflow(PlegGeneric *pleg, Subscriber *sub, PlegRelistSource source, const Delivering *now)
+{
+    g_autoptr(GHashTable) pods = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    GHashTableIter iter;
+    Missed *m;
+    const char *pod_uid;
+    gpointer told;
+
+    g_debug("subscriber owed events of %u containers, collapsing them into PodSyncs",
+            sub->n_containers);
+    /* Whether the subscriber believes that something of each pod exists: then, the pod gone,
+     * a PodSync still has something to tell it. */
+    g_hash_table_iter_init(&iter, sub->missed);
+    while (g_hash_table_iter_next(&iter, (gpointer *)&m, NULL)) {
+        if (m->id && !GPOINTER_TO_INT(g_hash_table_lookup(pods, m->pod_uid)))
+            g_hash_table_insert(pods, g_strdup(m->pod_uid),
+                                GINT_TO_POINTER(m->seen != STATE_NON_EXISTENT));
+    }
+    g_hash_table_iter_init(&iter, pods);
+    while (g_hash_table_iter_next(&iter, (gpointer *)&pod_uid, &told)) {
+        if (!GPOINTER_TO_INT(told) && pod_told(pleg, sub, pod_uid, now))
+            g_hash_table_iter_replace(&iter, GINT_TO_POINTER(TRUE));
+    }
+
+    g_hash_table_iter_init(&iter, sub->missed);
+    while (g_hash_table_iter_next(&iter, (gpointer *)&m, NULL)) {
+        PodRecord *rec = g_hash_table_lookup(pleg->records, m->pod_uid);
+
+        /* An earlier PodSync of a pod gone since, of which the subscriber knows nothing. */
+        if (m->id || (!m->told && !(rec && rec->old)))
+            missed_iter_remove(sub, &iter, m);
+    }
+
+    g_hash_table_iter_init(&iter, pods);
+    while (g_hash_table_iter_next(&iter, (gpointer *)&pod_uid, &told)) {
+        PodRecord *rec = g_hash_table_lookup(pleg->records, pod_uid);
+        g_autoptr(PlegPodLifecycleEvent) event = NULL;
+
+        if (!GPOINTER_TO_INT(told) && !(rec && rec->old))
+            continue;
+        m = missed_add(sub, pod_uid, NULL, STATE_NON_EXISTENT);
+        m->told = GPOINTER_TO_INT(told);
+        event = build_event(pleg, pod_uid, PLEG_POD_SYNC, NULL, source, NULL);
+        missed_append(m, event, STATE_NON_EXISTENT);
+    }
+}
+
 /* Delivers, in order, what each subscriber missed of @pod_uid (all pods when NULL), as far as
  * its channel has room.  Called with state_lock held. */
 void
@@ -107,7 +276,7 @@ redeliver_missed(PlegGeneric *pleg, const char *pod_uid)
         Missed *m;
 
         g_hash_table_iter_init(&iter, sub->missed);
-        while (!blocked && g_hash_table_iter_next(&iter, NULL, (gpointer *)&m)) {
+        while (!blocked && g_hash_table_iter_next(&iter, (gpointer *)&m, NULL)) {
             guint sent = 0;
 
             if (pod_uid && !g_str_equal(pod_uid, m->pod_uid))
@@ -122,7 +291,7 @@ redeliver_missed(PlegGeneric *pleg, const char *pod_uid)
             }
             g_array_remove_range(m->events, 0, sent);
             if (m->events->len == 0)
-                g_hash_table_iter_remove(&iter);
+                missed_iter_remove(sub, &iter, m);
         }
     }
 }
@@ -138,18 +307,25 @@ deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistS
     for (guint i = 0; i < transitions->len; i++) {
         const Transition *t = &g_array_index(transitions, Transition, i);
         g_autoptr(PlegPodLifecycleEvent) event = NULL;
-        g_autofree char *key = NULL;
 
         if (t->type == PLEG_CONTAINER_CHANGED)
             continue;
         pleg_metric_series_inc(events_total);
         event = build_event(pleg, pod_uid, t->type, t->id, source, status);
-        key = t->id ? missed_key(pod_uid, t->id) : NULL;
 
         for (guint s = 0; s < pleg->subscribers->len; s++) {
             Subscriber *sub = g_ptr_array_index(pleg->subscribers, s);
-            Missed *m = key ? g_hash_table_lookup(sub->missed, key) : NULL;
+            Missed *m = NULL;
 
+            if (g_hash_table_size(sub->missed) > 0) {
+                /* A PodSync is owed for the pod: it stands for this event too, as the
+                 * subscriber rereads the pod's state when it gets it. */
+                if (missed_lookup(sub, pod_uid, NULL)) {
+                    pleg_metric_series_inc(pleg->series.discard_events);
+                    continue;
+                }
+                m = t->id ? missed_lookup(sub, pod_uid, t->id) : NULL;
+            }
             /* Earlier events of this container are still owed: this one queues behind them
              * (and counts as a discard, as it is not delivered now). */
             if (m) {
@@ -159,18 +335,30 @@ deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistS
                     missed_collapse(pleg, m, source, status);
                 continue;
             }
-            if (!push(pleg, sub, event, TRUE) && key) {
-                m = g_new0(Missed, 1);
-                m->pod_uid = g_strdup(pod_uid);
-                m->id = g_strdup(t->id);
-                m->seen = t->before;
-                m->events = g_array_new(FALSE, FALSE, sizeof(MissedEvent));
-                g_array_set_clear_func(m->events, (GDestroyNotify)missed_event_clear);
-                missed_append(m, event, t->after);
-                g_hash_table_insert(sub->missed, g_strdup(key), m);
+            if (push(pleg, sub, event, TRUE) || !t->id)
+                continue;
+            if (sub->n_containers >= MISSED_CONTAINERS_MAX) {
+                const Delivering now = {pod_uid, transitions, i};
+
+                missed_overflow(pleg, sub, source, &now);
+                if (missed_lookup(sub, pod_uid, NULL))
+                    continue;
             }
+            m = missed_add(sub, pod_uid, t->id, t->before);
+            missed_append(m, event, t->after);
         }
     }
+}
+
+Subscriber *
+subscriber_new(guint capacity)
+{
+    Subscriber *sub = g_new0(Subscriber, 1);
+
+    sub->channel = pleg_event_channel_new(capacity);
+    sub->missed =
+        g_hash_table_new_full(missed_hash, missed_equal, (GDestroyNotify)missed_free, NULL);
+    return sub;
 }
 
 void
@@ -179,4 +367,20 @@ subscriber_free(Subscriber *sub)
     pleg_event_channel_free(sub->channel);
     g_hash_table_unref(sub->missed);
     g_free(sub);
+}
+
+guint
+subscriber_missed_entries(PlegGeneric *pleg, PlegEventChannel *channel)
+{
+    guint n = 0;
+
+    g_mutex_lock(&pleg->state_lock);
+    for (guint s = 0; s < pleg->subscribers->len; s++) {
+        Subscriber *sub = g_ptr_array_index(pleg->subscribers, s);
+
+        if (sub->channel == channel)
+            n = g_hash_table_size(sub->missed);
+    }
+    g_mutex_unlock(&pleg->state_lock);
+    return n;
 }

@@ -85,8 +85,18 @@ typedef struct {
  * order they were generated.  A container id passes through few states (created, running,
  * exited, gone), so the queue stays short; past MISSED_MAX events (a runtime flapping a container
  * between unknown and running while the subscriber is stalled) it collapses to kubelet's
- * transition from what the subscriber last saw to the newest state. */
+ * transition from what the subscriber last saw to the newest state.
+ *
+ * A subscriber is owed events of at most MISSED_CONTAINERS_MAX containers (containers gone
+ * included, until their ContainerRemoved is delivered): more than a node runs at once, so only
+ * churn during a long stall reaches it.  Then everything the subscriber is owed collapses into
+ * one PodSync a pod (an entry with no id), and later events of such a pod fold into it: the
+ * subscriber rereads the pod's state from the cache, which holds all that happened.  A pod that
+ * is gone and of which the subscriber was never told anything that still stands gets none.  So
+ * the table holds at most MISSED_CONTAINERS_MAX container entries, and one PodSync for each pod
+ * the PLEG knew at the last overflow or the subscriber believes exists. */
 #define MISSED_MAX 16
+#define MISSED_CONTAINERS_MAX 4096
 
 typedef struct {
     PlegPodLifecycleEvent *event;
@@ -95,9 +105,10 @@ typedef struct {
 
 typedef struct {
     char *pod_uid;
-    char *id;
+    char *id;         /* NULL: the pod's PodSync, in place of its containers' events */
     PlegState seen;   /* what the subscriber last received */
     PlegState latest; /* the state after the newest queued event */
+    gboolean told;    /* a PodSync's: the subscriber believes the pod exists */
     GArray *events;   /* MissedEvent, oldest first */
 } Missed;
 
@@ -106,7 +117,8 @@ typedef struct _RelistNotices RelistNotices;
 
 typedef struct {
     PlegEventChannel *channel;
-    GHashTable *missed; /* "uid/id" -> Missed */
+    GHashTable *missed;  /* set of Missed, by pod UID and id (NULL for a PodSync) */
+    guint n_containers;  /* entries in missed with an id */
 } Subscriber;
 
 /* One generated event with the states around it, so a drop can be redelivered later. */
@@ -265,8 +277,11 @@ G_GNUC_INTERNAL GArray *compute_transitions(const PodSnapshot *old, const PodSna
 G_GNUC_INTERNAL void deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions,
                              PlegRelistSource source, PlegPodStatus *status);
 G_GNUC_INTERNAL void redeliver_missed(PlegGeneric *pleg, const char *pod_uid);
-G_GNUC_INTERNAL void missed_free(Missed *m);
+G_GNUC_INTERNAL Subscriber *subscriber_new(guint capacity);
 G_GNUC_INTERNAL void subscriber_free(Subscriber *sub);
+/* Tests only: how many entries (containers, and pods owed a PodSync) the missed table of
+ * @channel's subscriber holds; 0 for a channel of no subscriber.  Takes state_lock. */
+G_GNUC_INTERNAL guint subscriber_missed_entries(PlegGeneric *pleg, PlegEventChannel *channel);
 
 /* pleg-inspect.c: called once for each pod inspected, with its status or the failure that
  * stopped its inspection (one of them set, both borrowed). */

@@ -254,10 +254,7 @@ pleg_generic_subscribe(PlegGeneric *pleg, guint capacity)
 
     g_return_val_if_fail(pleg != NULL, NULL);
 
-    sub = g_new0(Subscriber, 1);
-    sub->channel = pleg_event_channel_new(capacity);
-    sub->missed =
-        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)missed_free);
+    sub = subscriber_new(capacity);
     g_mutex_lock(&pleg->state_lock);
     g_ptr_array_add(pleg->subscribers, sub);
     g_mutex_unlock(&pleg->state_lock);

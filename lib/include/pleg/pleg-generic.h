@@ -29,7 +29,9 @@ G_BEGIN_DECLS
  * @PLEG_CONTAINER_STARTED: a container (or sandbox) is now running.
  * @PLEG_CONTAINER_DIED: a container (or sandbox) exited, or vanished without being seen exited.
  * @PLEG_CONTAINER_REMOVED: a container (or sandbox) no longer exists.
- * @PLEG_POD_SYNC: a pod whose inspection failed earlier was inspected again with no change.
+ * @PLEG_POD_SYNC: a pod whose inspection failed earlier was inspected again with no change; or,
+ *   for a subscriber owed events of more than 4096 containers (a long stall under churn), what
+ *   stands for everything it missed of the pod: its state is to be read again from the cache.
  * @PLEG_CONTAINER_CHANGED: a container moved to the unknown state; generated, never delivered.
  *
  * kubelet's PodLifecycleEventType names, returned by pleg_pod_lifecycle_event_type_to_string().
