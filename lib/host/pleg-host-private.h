@@ -46,7 +46,11 @@ struct _PluginEntry {
     GMainLoop *loop;
     gpointer state;
     gboolean initialized;
+    gboolean abandoned; /* its stop did not return in time: never freed (pleg-plugin-thread.c) */
 };
+
+/* How long the host waits for one plugin's stop and free before it abandons the plugin. */
+#define PLEG_PLUGIN_STOP_TIMEOUT_USEC (5 * G_USEC_PER_SEC)
 
 struct _PlegHost {
     GMainContext *context;
@@ -76,11 +80,13 @@ struct _PlegHost {
     guint next_subscription_id;
     GPtrArray *plugins; /* PluginEntry, in load order */
     gboolean started;
+    int n_abandoned; /* plugins whose stop did not return: the host is then never freed */
 };
 
 #define ENTRY(h) ((PluginEntry *)(h))
 
 /* pleg-host-health.c */
+/* Monotonic ns, or the injected clock's (PlegGenericConfig.clock). */
 G_GNUC_INTERNAL gint64 pleg_host_now_ns(PlegHost *self);
 /* Adds "pleg" (liveness), "first-relist" and "runtime" (readiness). */
 G_GNUC_INTERNAL void pleg_host_add_own_checkers(PlegHost *self);

@@ -63,7 +63,7 @@ pleg_host_init_services(PluginEntry *entry)
         .funcs = &host_funcs,
         .context = entry->context,
         .metrics = entry->host->metrics,
-        .health = entry->host->health,
+        .health = pleg_health_registry_ref(entry->host->health),
         .log_domain = entry->log_domain,
     };
     pleg_services_init(&entry->services, &entry->base);

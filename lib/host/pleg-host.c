@@ -22,9 +22,13 @@ pleg_host_config_init(PlegHostConfig *config)
     pleg_generic_config_init(&config->generic);
 }
 
+/* The PLEG first: no event, relist or relist callback comes after it, whatever the plugins'
+ * stops then take (each bounded, pleg_plugin_entry_shutdown()). */
 static void
 stop_all(PlegHost *self)
 {
+    pleg_generic_stop(self->pleg);
+    g_atomic_int_set(&self->pleg_running, FALSE);
     for (guint i = self->plugins->len; i > 0; i--) {
         PluginEntry *entry = g_ptr_array_index(self->plugins, i - 1);
 
@@ -34,8 +38,6 @@ stop_all(PlegHost *self)
         if (entry->info.state == PLEG_PLUGIN_STATE_RUNNING)
             entry->info.state = PLEG_PLUGIN_STATE_STOPPED;
     }
-    pleg_generic_stop(self->pleg);
-    g_atomic_int_set(&self->pleg_running, FALSE);
 }
 
 gboolean
@@ -246,8 +248,19 @@ pleg_host_free(PlegHost *self)
         subscription_free(self, g_ptr_array_index(self->subscriptions, i));
     g_ptr_array_unref(self->subscriptions);
 
-    /* Any checker left is the host's own. */
-    pleg_health_registry_free(self->health);
+    /* An abandoned plugin's thread reaches the host through its services: the host stays
+     * allocated for it.  Nothing of it runs in the caller's context any more. */
+    if (g_atomic_int_get(&self->n_abandoned) > 0) {
+        g_message("leaving the plugin host allocated: %d plugin(s) did not stop and may still "
+                  "use it",
+                  g_atomic_int_get(&self->n_abandoned));
+        return;
+    }
+
+    /* The host's own checkers use the PLEG: gone, and no longer running, before it goes.  A
+     * round that a hung plugin checker holds keeps the registry alive, and skips them. */
+    pleg_health_registry_remove(self->health, 0, NULL);
+    pleg_health_registry_unref(self->health);
 
     g_ptr_array_unref(self->plugins);
     pleg_generic_free(self->pleg);

@@ -35,8 +35,10 @@ pleg_plugin_state_to_string(PlegPluginState state)
 void
 pleg_plugin_entry_free(PluginEntry *entry)
 {
-    if (!entry)
+    /* Its thread may still run plugin code that reaches the entry. */
+    if (!entry || entry->abandoned)
         return;
+    pleg_health_registry_unref(entry->base.health);
     g_free(entry->info.name);
     g_free(entry->info.path);
     g_clear_error(&entry->info.error);

@@ -9,7 +9,10 @@
 
 typedef void (*PluginFunc)(PluginEntry *entry, gpointer data);
 
+/* Shared by the caller and the plugin's thread: a caller that stops waiting (a plugin whose
+ * stop does not return) lets go of it, and the plugin's thread frees it when the call ends. */
 typedef struct {
+    gatomicrefcount refs;
     PluginEntry *entry;
     PluginFunc func;
     gpointer data;
@@ -17,6 +20,16 @@ typedef struct {
     GCond cond;
     gboolean done;
 } PluginCall;
+
+static void
+plugin_call_unref(PluginCall *call)
+{
+    if (!g_atomic_ref_count_dec(&call->refs))
+        return;
+    g_cond_clear(&call->cond);
+    g_mutex_clear(&call->lock);
+    g_free(call);
+}
 
 static gboolean
 plugin_call_dispatch(gpointer user_data)
@@ -31,31 +44,43 @@ plugin_call_dispatch(gpointer user_data)
     return G_SOURCE_REMOVE;
 }
 
-/* Runs @func in the plugin's thread and waits for it.  A source rather than
+/* Runs @func in the plugin's thread and waits for it, until @deadline (monotonic usec; -1:
+ * for as long as it takes).  Returns: whether it ran to its end; when not, @func may still
+ * run or finish later, so @data must then outlive the caller.  A source rather than
  * g_main_context_invoke(), which would run @func right here if the plugin thread had not
  * acquired its context yet. */
-static void
-run_in_plugin_thread(PluginEntry *entry, PluginFunc func, gpointer data)
+static gboolean
+run_in_plugin_thread(PluginEntry *entry, PluginFunc func, gpointer data, gint64 deadline)
 {
-    PluginCall call = {entry, func, data};
+    PluginCall *call = g_new0(PluginCall, 1);
     GSource *source;
+    gboolean done;
 
-    g_mutex_init(&call.lock);
-    g_cond_init(&call.cond);
+    g_atomic_ref_count_init(&call->refs);
+    call->entry = entry;
+    call->func = func;
+    call->data = data;
+    g_mutex_init(&call->lock);
+    g_cond_init(&call->cond);
 
     source = g_idle_source_new();
     g_source_set_priority(source, G_PRIORITY_DEFAULT);
-    g_source_set_callback(source, plugin_call_dispatch, &call, NULL);
+    g_atomic_ref_count_inc(&call->refs);
+    g_source_set_callback(source, plugin_call_dispatch, call, (GDestroyNotify)plugin_call_unref);
     g_source_attach(source, entry->context);
     g_source_unref(source);
 
-    g_mutex_lock(&call.lock);
-    while (!call.done)
-        g_cond_wait(&call.cond, &call.lock);
-    g_mutex_unlock(&call.lock);
-
-    g_cond_clear(&call.cond);
-    g_mutex_clear(&call.lock);
+    g_mutex_lock(&call->lock);
+    while (!call->done) {
+        if (deadline < 0)
+            g_cond_wait(&call->cond, &call->lock);
+        else if (!g_cond_wait_until(&call->cond, &call->lock, deadline))
+            break;
+    }
+    done = call->done;
+    g_mutex_unlock(&call->lock);
+    plugin_call_unref(call);
+    return done;
 }
 
 static gpointer
@@ -97,7 +122,7 @@ stop_plugin_thread(PluginEntry *entry)
 {
     GSource *source;
 
-    if (!entry->thread)
+    if (!entry->thread || entry->abandoned)
         return;
 
     /* Posted as a source: processed only once the loop runs, so it cannot be lost. */
@@ -145,22 +170,38 @@ call_stop_free(PluginEntry *entry, gpointer data)
 {
     if (entry->descriptor->stop)
         entry->descriptor->stop(entry->state);
-    /* Checkers the plugin left behind must not outlive its state. */
-    pleg_health_registry_remove(entry->host->health, 0, &entry->base);
+    /* Checkers the plugin left behind must not outlive its state.  The entry's own reference
+     * on the registry: an abandoned plugin (below) may get here after the host is gone. */
+    pleg_health_registry_remove(entry->base.health, 0, &entry->base);
     if (entry->descriptor->free)
         entry->descriptor->free(entry->state);
     entry->state = NULL;
     entry->initialized = FALSE;
 }
 
-/* Runs stop and free in the plugin thread, then ends the thread. */
+/* Runs stop and free in the plugin thread, then ends the thread.  A plugin whose stop has not
+ * returned after PLEG_PLUGIN_STOP_TIMEOUT_USEC (a hung health checker that stop must wait for,
+ * a stop that blocks) is abandoned: its thread is left to itself and the entry, its state and
+ * everything the thread can reach stay allocated (pleg_plugin_entry_free(),
+ * pleg_host_free()), so the host's shutdown ends in bounded time whatever the plugin does. */
 void
 pleg_plugin_entry_shutdown(PluginEntry *entry)
 {
-    if (entry->initialized)
-        run_in_plugin_thread(entry, call_stop_free, NULL);
-    else if (entry->thread)
-        pleg_health_registry_remove(entry->host->health, 0, &entry->base);
+    if (entry->initialized) {
+        gint64 deadline = g_get_monotonic_time() + PLEG_PLUGIN_STOP_TIMEOUT_USEC;
+
+        if (!run_in_plugin_thread(entry, call_stop_free, NULL, deadline)) {
+            g_autofree char *name = pleg_log_text(entry->info.name, -1, 0);
+
+            entry->abandoned = TRUE;
+            g_atomic_int_inc(&entry->host->n_abandoned);
+            g_message("plugin %s did not stop within %d s (a health checker or its stop does not "
+                      "return): abandoning it, its thread left running",
+                      name, (int)(PLEG_PLUGIN_STOP_TIMEOUT_USEC / G_USEC_PER_SEC));
+        }
+    } else if (entry->thread) {
+        pleg_health_registry_remove(entry->base.health, 0, &entry->base);
+    }
     stop_plugin_thread(entry);
 }
 
@@ -178,7 +219,7 @@ pleg_plugin_entry_init(PluginEntry *entry)
     /* After the thread: the services hand out its context. */
     pleg_host_init_services(entry);
 
-    run_in_plugin_thread(entry, call_init, &result);
+    run_in_plugin_thread(entry, call_init, &result, -1);
     if (!result.ok) {
         g_autofree char *why =
             pleg_log_text(result.error ? result.error->message : "no reason given", -1, 1024);
@@ -197,7 +238,7 @@ pleg_plugin_entry_start(PluginEntry *entry)
 {
     CallResult result = {0};
 
-    run_in_plugin_thread(entry, call_start, &result);
+    run_in_plugin_thread(entry, call_start, &result, -1);
     if (!result.ok) {
         g_autofree char *why =
             pleg_log_text(result.error ? result.error->message : "no reason given", -1, 1024);

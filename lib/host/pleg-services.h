@@ -18,20 +18,25 @@ G_BEGIN_DECLS
 
 /* ---- health checkers (pleg-health.c) ---- */
 
-/* Checkers by id, in registration order.  A round holds the registry's reader lock while its
- * checkers run, so a checker must not add or remove checkers; add and remove take the writer
- * lock and run a removed checker's destroy notify after letting it go. */
+/* Checkers by id, in registration order.  A round takes its checkers under the registry's lock
+ * and runs them without it: a checker that never returns holds back the rounds that run it and
+ * whoever removes that checker, nothing else.  A round holds a reference on the registry, so
+ * the registry outlives a round its owner no longer waits for.  A checker must not remove
+ * checkers (removal waits for the removed checker's runs to end). */
 typedef struct _PlegHealthRegistry PlegHealthRegistry;
 
 G_GNUC_INTERNAL PlegHealthRegistry *pleg_health_registry_new(void);
-/* Runs the destroy notify of every checker left.  NULL-safe. */
-G_GNUC_INTERNAL void pleg_health_registry_free(PlegHealthRegistry *registry);
+G_GNUC_INTERNAL PlegHealthRegistry *pleg_health_registry_ref(PlegHealthRegistry *registry);
+/* The last reference runs the destroy notify of every checker left.  NULL-safe. */
+G_GNUC_INTERNAL void pleg_health_registry_unref(PlegHealthRegistry *registry);
 /* @owner (nullable) tags the checker for pleg_health_registry_remove().  Returns its id (> 0). */
 G_GNUC_INTERNAL guint pleg_health_registry_add(PlegHealthRegistry *registry, gconstpointer owner,
                                                PlegHealthKind kind, const char *name,
                                                PlegHealthCheckFunc func, gpointer user_data,
                                                GDestroyNotify destroy);
-/* Removes the checker @id (when != 0) or every checker of @owner (when @id == 0). */
+/* Removes the checker @id (when != 0) or every checker of @owner (when @id == 0): rounds that
+ * have not reached it skip it, and it returns once no round runs it any more, after its
+ * destroy notify. */
 G_GNUC_INTERNAL void pleg_health_registry_remove(PlegHealthRegistry *registry, guint id,
                                                  gconstpointer owner);
 /* One round, stopping at the first failure (see pleg_host_check_health()). */

@@ -183,7 +183,7 @@ fake_host_free(FakeHost *self)
 
     fake_host_stop_plugin(self);
 
-    pleg_health_registry_free(self->health);
+    pleg_health_registry_unref(self->health);
 
     /* Let sources the plugin destroyed in stop run their finalizers. */
     while (g_main_context_iteration(self->context, FALSE))
