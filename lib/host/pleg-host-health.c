@@ -43,10 +43,13 @@ pleg_host_check_all(PlegHost *self, PlegHealthKind kind)
     return pleg_health_registry_run_all(self->health, kind);
 }
 
+/* The clock of the start-up grace: monotonic, as the PLEG measures its own threshold, so that a
+ * step of the wall clock at boot (NTP) neither ends the grace early nor stretches it; a clock
+ * a test injected drives both instead. */
 gint64
 pleg_host_now_ns(PlegHost *self)
 {
-    return self->clock ? self->clock(self->clock_data) : g_get_real_time() * 1000;
+    return self->clock ? self->clock(self->clock_data) : g_get_monotonic_time() * 1000;
 }
 
 /* Liveness: what restarting this process can fix.  Before the first successful relist the PLEG

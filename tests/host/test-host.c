@@ -5,7 +5,10 @@
  * in-process fake runtime (tests/core/fake-runtime.h).
  */
 #include <check.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <sys/time.h>
+#include <time.h>
 #include <glib/gstdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1268,6 +1271,77 @@ failed_relists_reached(Env *env, gpointer data)
     return env->failed_relists >= GPOINTER_TO_UINT(data);
 }
 
+/* The wall clock as the process sees it, stepped by wall_step_usec: this executable exports
+ * both (meson export_dynamic), so GLib's g_get_real_time() reads them as it would read a clock
+ * that NTP stepped.  The monotonic clock is left alone. */
+static gint64 wall_step_usec;
+
+int
+clock_gettime(clockid_t id, struct timespec *ts)
+{
+    static int (*real)(clockid_t, struct timespec *);
+    int r;
+
+    if (!real)
+        real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+    r = real(id, ts);
+    if (r == 0 && (id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE) && wall_step_usec) {
+        gint64 usec = (gint64)ts->tv_sec * G_USEC_PER_SEC + ts->tv_nsec / 1000 + wall_step_usec;
+
+        ts->tv_sec = usec / G_USEC_PER_SEC;
+        ts->tv_nsec = (usec % G_USEC_PER_SEC) * 1000;
+    }
+    return r;
+}
+
+int
+gettimeofday(struct timeval *restrict tv, void *restrict tz)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_REALTIME, &ts) < 0)
+        return -1;
+    tv->tv_sec = ts.tv_sec;
+    tv->tv_usec = ts.tv_nsec / 1000;
+    return 0;
+}
+
+/* Issue 24.6: the start-up grace of the "pleg" liveness check is measured on the monotonic
+ * clock, as the PLEG's own threshold is: the wall clock stepped an hour ahead (NTP at boot)
+ * while the runtime is not up yet leaves plegd alive, where it used to fail /livez and stop the
+ * watchdog heartbeat at once. */
+START_TEST(test_health_grace_survives_wall_clock_step)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *checker = NULL;
+    PlegHostConfig config;
+    gint64 before;
+
+    fake_runtime_fail(env->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, -1);
+    pleg_host_config_init(&config);
+    config.runtime = env->runtime;
+    config.plugin_dir = env->dir;
+    config.generic.relist_period_usec = FAST_PERIOD_USEC;
+    env->host = pleg_host_new(&config, env->gates, env->context, &error);
+    ck_assert_ptr_nonnull(env->host);
+    pleg_host_set_relist_callback(env->host, on_relist, env, NULL);
+    ck_assert(pleg_host_start(env->host, &error));
+    ck_assert(env_wait(env, failed_relists_reached, GUINT_TO_POINTER(1)));
+
+    before = g_get_real_time();
+    wall_step_usec = G_GINT64_CONSTANT(3600) * G_USEC_PER_SEC;
+    ck_assert_int_ge(g_get_real_time() - before, G_GINT64_CONSTANT(3600) * G_USEC_PER_SEC); /* GLib sees the step */
+    ck_assert_msg(pleg_host_check_health(env->host, &checker, &error), "%s: %s",
+                  checker ? checker : "", error ? error->message : "");
+    /* A step back neither. */
+    wall_step_usec = -G_GINT64_CONSTANT(3600) * G_USEC_PER_SEC;
+    ck_assert_msg(pleg_host_check_health(env->host, &checker, &error), "%s: %s",
+                  checker ? checker : "", error ? error->message : "");
+    wall_step_usec = 0;
+}
+END_TEST
+
 /* The "runtime" checker fails while the last global relist could not reach the runtime, and
  * heals with the next good one. */
 START_TEST(test_health_runtime_reachability)
@@ -1766,6 +1840,7 @@ host_suite(void)
     tc = tcase_create("host");
     tcase_add_test(tc, test_embedding);
     tcase_add_test(tc, test_health_pleg_first);
+    tcase_add_test(tc, test_health_grace_survives_wall_clock_step);
     tcase_add_test(tc, test_health_slow_start);
     tcase_add_test(tc, test_health_runtime_reachability);
     tcase_add_test(tc, test_request_relist_and_suspend);
