@@ -6,6 +6,7 @@
  */
 #include <pleg/pleg-host.h>
 
+#include "cri-private.h"
 #include "pleg-config.h"
 #include "pleg-host-private.h"
 #include "pleg-private.h"
@@ -208,7 +209,8 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
                                       ? config->generic.relist_threshold_usec
                                       : PLEG_DEFAULT_RELIST_THRESHOLD_USEC;
     self->metrics = pleg_metrics_registry_new();
-    if (self->client)
+    if (self->client) {
+        cri_client_set_metrics(self->client, self->metrics);
         list_streaming_setup(self,
                              pleg_feature_gates_enabled(gates, PLEG_FEATURE_CRI_LIST_STREAMING),
                              config->list_stream_probe_interval_usec);

@@ -107,6 +107,8 @@ START_TEST(test_huge_listing_streams)
     body = metrics(plegd);
     ck_assert_msg(strstr(body, "kubelet_cri_streaming_enabled{service=\"runtime\"} 1\n"), "%s",
                   body);
+    /* The host exports the CRI client's count of listings stopped at their bounds. */
+    ck_assert_msg(strstr(body, "# TYPE pleg_cri_listing_over_limit_total counter\n"), "%s", body);
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
     err = plegd_runner_get_stderr(plegd);
     ck_assert_msg(count_lines(err, STREAMING) == 1, "%s", err);
