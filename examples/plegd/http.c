@@ -45,6 +45,9 @@ struct _PlegdHttp {
     gint64 last_accept_log_usec;
 
     struct _HealthRound *rounds[2]; /* by PlegHealthKind: the round running, NULL: none */
+    struct _RoundThreads *round_threads; /* shared with the rounds' threads */
+    PlegMetric *health_waiters;          /* plegd_health_waiters{endpoint} */
+    gboolean stopping;                   /* plegd_http_stop_accepting() was called */
 };
 
 struct _Connection {
@@ -58,6 +61,8 @@ struct _Connection {
     gboolean closing;   /* shut down, or lingering */
     gboolean streaming; /* answering /events: neither idle nor in the connection pool */
     goffset body_bytes; /* of the current request, when its length is not announced */
+
+    struct _HealthWaiter *waiter; /* a health request waiting for its round, or NULL */
 
     GIOStream *stolen; /* taken from libsoup to answer a refused request ourselves */
     GSource *linger;
@@ -130,12 +135,17 @@ destroy_source(GSource **source)
 }
 
 static void on_connection_finalized(gpointer data, GObject *where_the_object_was);
+static void health_waiter_lose_connection(struct _HealthWaiter *waiter);
+static void health_waiter_time_out(struct _HealthWaiter *waiter, gint64 waited_usec);
 
 static void
 connection_free(gpointer data)
 {
     Connection *conn = data;
 
+    /* Closed under a health request that still waits: nobody to answer. */
+    if (conn->waiter)
+        health_waiter_lose_connection(conn->waiter);
     if (conn->connection)
         g_object_weak_unref(G_OBJECT(conn->connection), on_connection_finalized, conn);
     destroy_source(&conn->timer);
@@ -201,6 +211,11 @@ on_timer(gpointer data)
 
     if (conn->stolen) {
         forget(conn); /* lingered long enough */
+    } else if (conn->waiter) {
+        /* A health request waited the idle timeout for a round that does not end: answered
+         * through libsoup, which then closes or keeps the connection as for any answer. */
+        health_waiter_time_out(conn->waiter, conn->http->idle_timeout_usec);
+        touch(conn);
     } else if (!conn->closing) {
         g_autofree char *idle = pleg_duration_format(conn->http->idle_timeout_usec);
         g_autofree char *why = g_strdup_printf("no request for %s", idle);
@@ -571,23 +586,36 @@ handle_metrics(PlegdHttp *http, SoupServerMessage *msg)
  * Checkers run on a worker thread, one round of each kind at a time: a plugin's checker that
  * blocks must not block the main context, and with it every scrape and /events stream.  A
  * request that comes while a round runs waits for that round's verdicts. */
-typedef struct {
+typedef struct _HealthRound HealthRound;
+
+typedef struct _HealthWaiter {
     SoupServerMessage *msg; /* a reference; paused until the round ends */
     gulong disconnected_id;
-    gboolean gone; /* the client went away meanwhile */
+    HealthRound *round; /* NULL once it left the round's list */
+    Connection *conn;   /* (nullable) its connection, which points back at it */
     gboolean verbose;
     gboolean as_healthz; /* asked as /healthz, the alias of /livez */
     GPtrArray *excluded; /* the names of ?exclude=, each once */
 } HealthWaiter;
 
-typedef struct _HealthRound {
+/* The rounds' threads, counted so that plegd_http_wait_rounds() can tell whether one still
+ * runs (a hung checker) before the host is freed.  Shared: a thread outlives the server. */
+typedef struct _RoundThreads {
+    gatomicrefcount refs;
+    GMutex lock;
+    GCond cond;
+    guint running;
+} RoundThreads;
+
+struct _HealthRound {
     PlegdHttp *http; /* NULL once the server is freed */
     PlegHost *host;
+    RoundThreads *threads;
     PlegHealthKind kind;
     GMainContext *context; /* the server's, where the answers go out */
     GPtrArray *waiters;    /* HealthWaiter; only the server's context touches them */
     GPtrArray *results;    /* PlegHealthResult, set by the round's thread */
-} HealthRound;
+};
 
 static const struct {
     const char *endpoint;
@@ -662,17 +690,28 @@ health_answer(const HealthWaiter *waiter, GPtrArray *results, PlegHealthKind kin
             TEXT_CONTENT_TYPE, g_string_free(g_steal_pointer(&body), FALSE));
 }
 
-static void
-on_health_waiter_gone(SoupServerMessage *msg, gpointer user_data)
+static RoundThreads *
+round_threads_ref(RoundThreads *threads)
 {
-    HealthWaiter *waiter = user_data;
+    g_atomic_ref_count_inc(&threads->refs);
+    return threads;
+}
 
-    waiter->gone = TRUE;
+static void
+round_threads_unref(RoundThreads *threads)
+{
+    if (!threads || !g_atomic_ref_count_dec(&threads->refs))
+        return;
+    g_cond_clear(&threads->cond);
+    g_mutex_clear(&threads->lock);
+    g_free(threads);
 }
 
 static void
 health_waiter_free(HealthWaiter *waiter)
 {
+    if (waiter->conn)
+        waiter->conn->waiter = NULL;
     g_signal_handler_disconnect(waiter->msg, waiter->disconnected_id);
     g_object_unref(waiter->msg);
     g_ptr_array_unref(waiter->excluded);
@@ -680,10 +719,63 @@ health_waiter_free(HealthWaiter *waiter)
 }
 
 static void
+count_waiters(PlegdHttp *http, PlegHealthKind kind)
+{
+    const char *labels[] = {health_answers[kind].endpoint, NULL};
+    HealthRound *round = http->rounds[kind];
+
+    pleg_metric_set(http->health_waiters, labels, round ? round->waiters->len : 0);
+}
+
+/* Takes @waiter out of its round and frees it, unanswered (its client or its connection is
+ * gone).  A waiter no longer in a round's list is being answered: left alone. */
+static void
+health_waiter_leave(HealthWaiter *waiter)
+{
+    HealthRound *round = waiter->round;
+
+    if (!round)
+        return;
+    waiter->round = NULL;
+    g_ptr_array_remove_fast(round->waiters, waiter);
+    if (round->http)
+        count_waiters(round->http, round->kind);
+}
+
+static void
+health_waiter_lose_connection(HealthWaiter *waiter)
+{
+    waiter->conn = NULL;
+    health_waiter_leave(waiter);
+}
+
+static void
+health_waiter_time_out(HealthWaiter *waiter, gint64 waited_usec)
+{
+    SoupServerMessage *msg = g_object_ref(waiter->msg);
+    g_autofree char *waited = pleg_duration_format(waited_usec);
+
+    respond(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, TEXT_CONTENT_TYPE,
+            g_strdup_printf("the health checks did not finish within %s (a health checker does "
+                            "not return)\n",
+                            waited));
+    health_waiter_leave(waiter);
+    soup_server_message_unpause(msg);
+    g_object_unref(msg);
+}
+
+static void
+on_health_waiter_gone(SoupServerMessage *msg, gpointer user_data)
+{
+    health_waiter_leave(user_data);
+}
+
+static void
 health_round_free(HealthRound *round)
 {
     g_ptr_array_unref(round->waiters);
     g_clear_pointer(&round->results, g_ptr_array_unref);
+    round_threads_unref(round->threads);
     g_main_context_unref(round->context);
     g_free(round);
 }
@@ -693,16 +785,20 @@ static gboolean
 health_round_done(gpointer data)
 {
     HealthRound *round = data;
-    GPtrArray *results = round->results;
+    g_autoptr(GPtrArray) waiters = g_steal_pointer(&round->waiters);
 
-    if (round->http)
+    /* Answering may disconnect a client: no waiter leaves the list while it is walked. */
+    round->waiters = g_ptr_array_new();
+    for (guint i = 0; i < waiters->len; i++)
+        ((HealthWaiter *)g_ptr_array_index(waiters, i))->round = NULL;
+    if (round->http) {
         round->http->rounds[round->kind] = NULL;
-    for (guint i = 0; i < round->waiters->len; i++) {
-        HealthWaiter *waiter = g_ptr_array_index(round->waiters, i);
+        count_waiters(round->http, round->kind);
+    }
+    for (guint i = 0; i < waiters->len && round->http; i++) {
+        HealthWaiter *waiter = g_ptr_array_index(waiters, i);
 
-        if (!round->http || waiter->gone)
-            continue;
-        health_answer(waiter, results, round->kind);
+        health_answer(waiter, round->results, round->kind);
         soup_server_message_unpause(waiter->msg);
     }
     return G_SOURCE_REMOVE;
@@ -714,11 +810,34 @@ static gpointer
 health_round_thread(gpointer data)
 {
     HealthRound *round = data;
+    RoundThreads *threads = round->threads;
 
     round->results = pleg_host_check_all(round->host, round->kind);
+    g_mutex_lock(&threads->lock);
+    threads->running--;
+    g_cond_broadcast(&threads->cond);
+    g_mutex_unlock(&threads->lock);
     g_main_context_invoke_full(round->context, G_PRIORITY_DEFAULT, health_round_done, round,
                                (GDestroyNotify)health_round_free);
     return NULL;
+}
+
+static void
+start_round(PlegdHttp *http, PlegHealthKind kind)
+{
+    HealthRound *round = g_new0(HealthRound, 1);
+
+    round->http = http;
+    round->host = http->host;
+    round->threads = round_threads_ref(http->round_threads);
+    round->kind = kind;
+    round->context = g_main_context_ref_thread_default();
+    round->waiters = g_ptr_array_new_with_free_func((GDestroyNotify)health_waiter_free);
+    http->rounds[kind] = round;
+    g_mutex_lock(&http->round_threads->lock);
+    http->round_threads->running++;
+    g_mutex_unlock(&http->round_threads->lock);
+    g_thread_unref(g_thread_new("plegd-health", health_round_thread, round));
 }
 
 static void
@@ -727,14 +846,27 @@ handle_health(PlegdHttp *http, SoupServerMessage *msg, PlegHealthKind kind)
     g_autofree char *path = NULL, *query = NULL;
     g_autoptr(GPtrArray) params = NULL;
     g_autoptr(GError) error = NULL;
-    HealthRound *round = http->rounds[kind];
     HealthWaiter *waiter;
+    Connection *conn;
 
     plegd_http_get_target(msg, &path, &query);
     params = plegd_http_parse_query(query, &error);
     if (!params) {
         respond(msg, SOUP_STATUS_BAD_REQUEST, TEXT_CONTENT_TYPE,
                 g_strconcat(error->message, "\n", NULL));
+        return;
+    }
+    /* No round starts once the host may be freed. */
+    if (http->stopping) {
+        respond(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, TEXT_CONTENT_TYPE,
+                g_strdup("plegd is shutting down\n"));
+        return;
+    }
+    if (http->rounds[kind] && http->rounds[kind]->waiters->len >= PLEGD_HEALTH_MAX_WAITERS) {
+        respond(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, TEXT_CONTENT_TYPE,
+                g_strdup_printf("%u %s requests already wait for a health check that has not "
+                                "finished (a health checker does not return)\n",
+                                PLEGD_HEALTH_MAX_WAITERS, health_answers[kind].endpoint));
         return;
     }
     waiter = g_new0(HealthWaiter, 1);
@@ -755,19 +887,19 @@ handle_health(PlegdHttp *http, SoupServerMessage *msg, PlegHealthKind kind)
         g_signal_connect(msg, "disconnected", G_CALLBACK(on_health_waiter_gone), waiter);
     soup_server_message_pause(msg);
 
-    if (!round) {
-        round = g_new0(HealthRound, 1);
-        round->http = http;
-        round->host = http->host;
-        round->kind = kind;
-        round->context = g_main_context_ref_thread_default();
-        round->waiters = g_ptr_array_new_with_free_func((GDestroyNotify)health_waiter_free);
-        http->rounds[kind] = round;
-        g_ptr_array_add(round->waiters, waiter);
-        g_thread_unref(g_thread_new("plegd-health", health_round_thread, round));
-        return;
+    if (!http->rounds[kind])
+        start_round(http, kind);
+    waiter->round = http->rounds[kind];
+    g_ptr_array_add(waiter->round->waiters, waiter);
+    count_waiters(http, kind);
+    /* A client that closes its end may still want the answer (a half-close after pipelined
+     * requests): the waiter stays until the round ends, or until the idle timeout closes its
+     * connection (connection_free()). */
+    conn = lookup_connection(http, msg);
+    if (conn) {
+        waiter->conn = conn;
+        conn->waiter = waiter;
     }
-    g_ptr_array_add(round->waiters, waiter);
 }
 
 static void
@@ -1005,7 +1137,44 @@ plegd_http_new(PlegHost *host)
      * (libsoup 3.2's own listener leaks the fd of every connection a client closes.) */
     http->listener = g_socket_listener_new();
     http->cancellable = g_cancellable_new();
+    http->round_threads = g_new0(RoundThreads, 1);
+    g_atomic_ref_count_init(&http->round_threads->refs);
+    g_mutex_init(&http->round_threads->lock);
+    g_cond_init(&http->round_threads->cond);
+    http->health_waiters = pleg_metrics_register(
+        http->metrics, PLEG_METRIC_GAUGE, "plegd_health_waiters",
+        "Health requests waiting for the health check round under way, by endpoint; at "
+        "the bound further requests are answered 503 at once.",
+        (const char *const[]){"endpoint", NULL}, NULL, 0);
+    count_waiters(http, PLEG_HEALTH_LIVENESS);
+    count_waiters(http, PLEG_HEALTH_READINESS);
     return http;
+}
+
+void
+plegd_http_stop_accepting(PlegdHttp *http)
+{
+    if (http->stopping)
+        return;
+    http->stopping = TRUE;
+    g_cancellable_cancel(http->cancellable);
+    destroy_source(&http->accept_backoff);
+    g_socket_listener_close(http->listener);
+}
+
+gboolean
+plegd_http_wait_rounds(PlegdHttp *http, gint64 timeout_usec)
+{
+    RoundThreads *threads = http->round_threads;
+    gint64 deadline = g_get_monotonic_time() + timeout_usec;
+    gboolean idle;
+
+    g_mutex_lock(&threads->lock);
+    while (threads->running > 0 && g_cond_wait_until(&threads->cond, &threads->lock, deadline))
+        ;
+    idle = threads->running == 0;
+    g_mutex_unlock(&threads->lock);
+    return idle;
 }
 
 void
@@ -1025,13 +1194,11 @@ plegd_http_free(PlegdHttp *http)
 {
     if (!http)
         return;
-    g_cancellable_cancel(http->cancellable);
-    destroy_source(&http->accept_backoff);
+    plegd_http_stop_accepting(http);
     /* A round still running answers nobody. */
     for (gsize i = 0; i < G_N_ELEMENTS(http->rounds); i++)
         if (http->rounds[i])
             http->rounds[i]->http = NULL;
-    g_socket_listener_close(http->listener);
     g_hash_table_remove_all(http->connections);
     g_signal_handlers_disconnect_by_data(http->server, http);
     soup_server_disconnect(http->server);
@@ -1041,6 +1208,7 @@ plegd_http_free(PlegdHttp *http)
     g_object_unref(http->listener);
     g_object_unref(http->cancellable);
     g_clear_pointer(&http->context, g_main_context_unref);
+    round_threads_unref(http->round_threads);
     pleg_metrics_registry_unref(http->metrics);
     g_free(http);
 }

@@ -24,6 +24,11 @@
 #define STOP_FLUSH_TIMEOUT_USEC (1 * G_USEC_PER_SEC)
 /* On SIGTERM, how long /events clients may take to read their last line. */
 #define STREAMS_END_TIMEOUT_USEC (200 * 1000)
+/* At exit, how long a health round still running may take to leave the host's checkers. */
+#define HEALTH_ROUNDS_WAIT_USEC (1 * G_USEC_PER_SEC)
+
+/* A host left allocated at exit for a health round that did not return (run()). */
+static PlegHost *abandoned_host;
 
 
 typedef struct {
@@ -456,7 +461,12 @@ run(const PlegdOptions *options)
         app.exit_status = EXIT_FAILURE;
     }
 
+    /* Shutdown ends in bounded time whatever a plugin does: no connection or health round
+     * starts from here on; the host stops the PLEG first (no event after it), then each plugin,
+     * abandoning one whose stop does not return (PLEG_PLUGIN_STOP_TIMEOUT_USEC). */
     app.stopping = TRUE;
+    if (http)
+        plegd_http_stop_accepting(http);
     plegd_relist_monitor_stopping(monitor);
     pleg_host_stop(host);
     destroy_source(&signal_source);
@@ -473,6 +483,12 @@ run(const PlegdOptions *options)
         g_message("stdout is not being read: dropping %s of events", size);
     }
     g_clear_pointer(&output, plegd_output_free);
+    /* A health round in a checker that does not return still reaches the host's checkers: the
+     * host is then left allocated (the process ends in a moment), never freed under it. */
+    if (http && !plegd_http_wait_rounds(http, HEALTH_ROUNDS_WAIT_USEC)) {
+        g_message("a health checker has not returned: leaving the host allocated at exit");
+        abandoned_host = g_steal_pointer(&host);
+    }
     g_clear_pointer(&http, plegd_http_free);
     g_clear_pointer(&events, plegd_events_free);
     g_clear_pointer(&host, pleg_host_free);

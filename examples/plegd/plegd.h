@@ -185,6 +185,10 @@ gboolean plegd_parse_bind_address(const char *text, GInetSocketAddress **ret_add
 #define PLEGD_HTTP_IDLE_TIMEOUT_USEC (10 * G_USEC_PER_SEC)
 /* plegd serves GET and HEAD only: a larger request body is refused (413) without reading it. */
 #define PLEGD_HTTP_MAX_BODY (64 * 1024)
+/* Requests of one kind (/livez and /healthz, or /readyz) that wait for the round under way; one
+ * more is answered 503 at once.  Well below PLEGD_HTTP_MAX_CONNECTIONS: requests waiting for a
+ * checker that hangs never take the connections /metrics and /events are served on. */
+#define PLEGD_HEALTH_MAX_WAITERS 16
 
 typedef struct _PlegdHttp PlegdHttp;
 
@@ -203,6 +207,28 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdHttp, plegd_http_free)
  * @timeout_usec: replaces %PLEGD_HTTP_IDLE_TIMEOUT_USEC (a test hook); call before listening.
  */
 void plegd_http_set_idle_timeout(PlegdHttp *http, gint64 timeout_usec);
+
+/**
+ * plegd_http_stop_accepting:
+ *
+ * The first step of shutting down: closes the listening sockets and answers every health
+ * request from now on with 503 "plegd is shutting down", starting no health round, so that no
+ * round can start after the host is stopped.  Connections already open (an /events stream
+ * ending) are still served until plegd_http_free().  Idempotent.
+ */
+void plegd_http_stop_accepting(PlegdHttp *http);
+
+/**
+ * plegd_http_wait_rounds:
+ * @timeout_usec: how long to wait at most, in microseconds (monotonic).
+ *
+ * Waits for the health rounds' threads to leave the host's checkers.  Call after
+ * plegd_http_stop_accepting() and before freeing the host: a round still running after
+ * @timeout_usec is in a checker that does not return, and the host must then stay allocated.
+ *
+ * Returns: whether no round runs any more.
+ */
+gboolean plegd_http_wait_rounds(PlegdHttp *http, gint64 timeout_usec);
 
 /**
  * plegd_http_get_target:

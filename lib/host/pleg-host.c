@@ -214,6 +214,7 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
         list_streaming_setup(self,
                              pleg_feature_gates_enabled(gates, PLEG_FEATURE_CRI_LIST_STREAMING),
                              config->list_stream_probe_interval_usec);
+    }
     self->pleg = pleg_generic_new(self->runtime, &config->generic, self->metrics);
     pleg_host_add_own_checkers(self);
 

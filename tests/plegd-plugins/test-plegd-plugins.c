@@ -13,6 +13,8 @@
 #include "plegd-runner.h"
 
 #define WAIT_MS 15000
+/* plegd's PLEGD_HEALTH_MAX_WAITERS, the bound the tests hold it to. */
+#define MAX_WAITERS 16
 
 typedef struct {
     char *dir;
@@ -358,6 +360,188 @@ START_TEST(test_watchdog_stall_record_before_kill)
 }
 END_TEST
 
+/* plegd with the hang fixture, a copy of its own in a folder of its own so that the fixture's
+ * log (next to the module) is this test's; @ret_log_path: that log. */
+static PlegdRunner *
+spawn_hang(Env *env, const char *hang_after, const char *extra_arg, char **ret_log_path)
+{
+    g_autofree char *hang_env = g_strdup_printf("PLEG_FIXTURE_HANG_AFTER=%s", hang_after);
+    const char *const env_vars[] = {hang_env, NULL};
+    g_autofree char *hang_dir = g_build_filename(env->dir, "plugins", NULL);
+    g_autofree char *module = g_build_filename(g_getenv("PLEG_FIXTURE_PLUGIN_BUILDDIR"),
+                                               "libfixture-hang.so", NULL);
+    g_autofree char *plugin_dir = g_strdup_printf("--plugin-dir=%s", hang_dir);
+
+    ck_assert_int_eq(g_mkdir(hang_dir, 0755), 0);
+    copy_file(module, hang_dir, "libfixture-hang.so");
+    g_free(write_file(hang_dir, "hang.plugin", "[Plugin]\nName=hang\nModule=libfixture-hang.so\n"));
+    *ret_log_path = g_build_filename(hang_dir, "libfixture-hang.so.log", NULL);
+    return plegd_runner_spawn(env_vars, env->endpoint_arg, "--metrics-bind-address=127.0.0.1:0",
+                              plugin_dir, "--require-plugins=hang", extra_arg);
+}
+
+/* Waits until the fixture's checker has entered its hang. */
+static void
+wait_hung(const char *log_path)
+{
+    gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+    g_autofree char *log = NULL;
+
+    while (g_get_monotonic_time() < deadline) {
+        g_clear_pointer(&log, g_free);
+        if (g_file_get_contents(log_path, &log, NULL, NULL) && strstr(log, "hang\n"))
+            return;
+        g_usleep(20 * 1000);
+    }
+    ck_abort_msg("the checker never ran: %s", log ? log : "");
+}
+
+static guint16
+url_port(const char *base)
+{
+    return (guint16)g_ascii_strtoull(strrchr(base, ':') + 1, NULL, 10);
+}
+
+/* A raw HTTP/1.1 request on a new connection, left open; NULL when plegd refused it. */
+static GSocketConnection *
+send_request(guint16 port, const char *path)
+{
+    g_autoptr(GSocketClient) client = g_socket_client_new();
+    g_autoptr(GError) error = NULL;
+    g_autofree char *request = g_strdup_printf("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+    g_autoptr(GSocketConnection) connection = NULL;
+
+    /* No proxy on the loopback (GIO would ask libproxy on a thread of GLib's pool). */
+    g_socket_client_set_enable_proxy(client, FALSE);
+    connection = g_socket_client_connect_to_host(client, "127.0.0.1", port, NULL, &error);
+    ck_assert_msg(connection, "%s", error ? error->message : "");
+    if (!g_output_stream_write_all(g_io_stream_get_output_stream(G_IO_STREAM(connection)),
+                                   request, strlen(request), NULL, NULL, NULL))
+        return NULL;
+    return g_steal_pointer(&connection);
+}
+
+/* The value of the series @series ("name{labels}") in a /metrics page, -1 when absent. */
+static double
+metric_value(const char *base, const char *series)
+{
+    g_autofree char *url = g_strconcat(base, "/metrics", NULL);
+    g_autofree char *body = NULL;
+    g_autofree char *needle = g_strconcat("\n", series, " ", NULL);
+    const char *at;
+
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
+    at = strstr(body, needle);
+    return at ? g_ascii_strtod(at + strlen(needle), NULL) : -1;
+}
+
+/* Issue 24.1: clients that ask /readyz while a checker hangs, then close, leave nothing behind
+ * them: a waiter goes with its client, or is answered 503 at its connection's idle timeout (a
+ * client that only half-closed may still read it); at most PLEGD_HEALTH_MAX_WAITERS wait at
+ * once and one more is answered 503 at once, so plegd's memory stays bounded however many
+ * come.  Before, each left its waiter, request and connection for as long as the checker hung
+ * (57 MB for 3,000). */
+START_TEST(test_hung_checker_waiters_bounded)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *log_path = NULL;
+    g_autoptr(PlegdRunner) plegd = spawn_hang(env, "1", "--http-idle-timeout=2s", &log_path);
+    g_autofree char *base = plegd_runner_wait_metrics_url(plegd);
+    guint16 port = url_port(base);
+    const char *series = "plegd_health_waiters{endpoint=\"readyz\"}";
+    g_autoptr(GSocketConnection) first = send_request(port, "/readyz");
+    guint64 rss_before, rss_after;
+    gint64 deadline;
+    double waiters;
+
+    wait_hung(log_path);
+    /* The allocator's pools warm up before the measure starts. */
+    for (guint i = 0; i < 50; i++) {
+        GSocketConnection *connection = send_request(port, "/readyz");
+
+        g_clear_object(&connection);
+    }
+    rss_before = plegd_runner_get_rss_kib(plegd);
+    for (guint i = 0; i < 300; i++) {
+        GSocketConnection *connection = send_request(port, "/readyz");
+
+        g_clear_object(&connection);
+        if (i % 50 == 0) {
+            waiters = metric_value(base, series);
+            ck_assert_msg(waiters >= 0 && waiters <= MAX_WAITERS,
+                          "%g waiters after %u clients", waiters, i);
+        }
+    }
+    rss_after = plegd_runner_get_rss_kib(plegd);
+    /* About 19 KiB a client stayed before; a sanitizer's quarantine keeps what was freed. */
+    if (!g_getenv("ASAN_OPTIONS") && !g_getenv("GLIB_TSAN_INSTRUMENTED"))
+        ck_assert_msg(rss_after < rss_before + 3 * 1024,
+                      "RSS grew from %" G_GUINT64_FORMAT " to %" G_GUINT64_FORMAT " KiB for 300 "
+                      "health requests whose clients left",
+                      rss_before, rss_after);
+
+    /* Beyond the bound, an answer at once that says why. */
+    {
+        g_autoptr(GPtrArray) held = g_ptr_array_new_with_free_func(g_object_unref);
+        g_autofree char *url = g_strconcat(base, "/readyz", NULL);
+        g_autofree char *body = NULL;
+
+        while (metric_value(base, series) < MAX_WAITERS)
+            g_ptr_array_add(held, send_request(port, "/readyz"));
+        ck_assert_uint_eq(http_request("GET", url, &body, NULL), 503);
+        ck_assert_msg(strstr(body, "wait for a health check that has not finished"), "%s", body);
+    }
+
+    /* Every waiter goes, at the latest with its connection's idle timeout. */
+    deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+    while ((waiters = metric_value(base, series)) > 0 && g_get_monotonic_time() < deadline)
+        g_usleep(100 * 1000);
+    ck_assert_msg(waiters == 0, "%g waiters left", waiters);
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGKILL), 128 + SIGKILL);
+}
+END_TEST
+
+/* Issue 24.2 and 24.3: SIGTERM while a plugin's checker never returns, a health round in it
+ * and an /events client following.  plegd stops the PLEG, ends the stream with its reason,
+ * flushes stdout, abandons the plugin whose stop waits for that checker after
+ * PLEG_PLUGIN_STOP_TIMEOUT_USEC, leaves the host allocated for the round's thread, and exits 0
+ * (under ASan, without touching freed memory).  Before, plegd never exited. */
+START_TEST(test_sigterm_with_hung_checker)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *log_path = NULL;
+    g_autoptr(PlegdRunner) plegd = spawn_hang(env, "1", NULL, &log_path);
+    g_autofree char *base = plegd_runner_wait_metrics_url(plegd);
+    guint16 port = url_port(base);
+    g_autoptr(GSocketConnection) stream = send_request(port, "/events");
+    g_autoptr(GSocketConnection) waiting = NULL;
+    g_autoptr(GString) received = g_string_new(NULL);
+    g_autofree char *out = NULL;
+    g_autofree char *err = NULL;
+    GInputStream *input;
+    char buffer[4096];
+    gssize n;
+
+    ck_assert(plegd_runner_wait_stdout(plegd, "\"ContainerStarted\""));
+    waiting = send_request(port, "/readyz");
+    wait_hung(log_path);
+
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(strstr(err, "plugin hang did not stop within 5 s"), "%s", err);
+    ck_assert_msg(strstr(err, "a health checker has not returned: leaving the host allocated"),
+                  "%s", err);
+    out = plegd_runner_get_stdout(plegd);
+    ck_assert_msg(strstr(out, "\"ContainerStarted\""), "%s", out);
+
+    /* The stream ended with its reason, then the connection closed. */
+    input = g_io_stream_get_input_stream(G_IO_STREAM(stream));
+    while ((n = g_input_stream_read(input, buffer, sizeof(buffer), NULL, NULL)) > 0)
+        g_string_append_len(received, buffer, n);
+    ck_assert_msg(strstr(received->str, "shutting_down"), "%s", received->str);
+}
+END_TEST
+
 /* A plugin's health checker that never returns holds back only the health answers: /metrics
  * (and everything else the main context serves) still answers at once, and more /livez
  * requests wait for the same round instead of starting more of them. */
@@ -450,6 +634,8 @@ main(void)
     tcase_add_test(tc, test_watchdog_through_runtime_outage);
     tcase_add_test(tc, test_watchdog_runtime_absent_at_start);
     tcase_add_test(tc, test_hung_checker_blocks_no_endpoint);
+    tcase_add_test(tc, test_hung_checker_waiters_bounded);
+    tcase_add_test(tc, test_sigterm_with_hung_checker);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
