@@ -419,10 +419,11 @@ typedef enum {
  * After the first success it is kubelet's check: unhealthy ("pleg was last seen active <d> ago;
  * threshold is <t>") once the last successful relist started longer ago than the threshold.
  *
- * Thread safety: callable from any thread, not from inside a health checker.  The round holds
- *   the host's health lock (a reader lock) while the checkers run, so a checker must not add
- *   or remove checkers or start a round itself, and a plugin must not add or remove checkers
- *   while holding a lock that its checker takes.  Checkers run on the calling thread.
+ * Thread safety: callable from any thread, not from inside a health checker.  The round takes
+ *   its checkers under the host's health lock and runs them without it, on the calling thread;
+ *   a checker must not remove checkers or start a round itself, and a plugin must not remove a
+ *   checker while holding a lock that checker takes (removal waits for its run under way).  A
+ *   checker that never returns holds back only the rounds that run it.
  */
 gboolean pleg_host_check_health(PlegHost *host, char **ret_checker, GError **error);
 

@@ -154,7 +154,9 @@ typedef void (*PlegHealthProgressFunc)(const char *checker, gpointer user_data);
  * @metric_observe: pleg_metric_observe().
  * @add_health_checker: appends a checker named @name (a stable, lowercase identifier).
  *   Returns an id > 0 for @remove_health_checker.
- * @remove_health_checker: removes it; @destroy of the registration runs.
+ * @remove_health_checker: removes it: a round that has not reached it skips it, and it returns
+ *   once no round runs it any more (it waits for a run under way), after @destroy of the
+ *   registration ran.  A plugin may then free what the checker uses.
  * @check_health: runs every checker in order, stopping at the first failure.  On failure
  *   @ret_checker (transfer full, optional) names it and @error says why.
  * @log: structured logging: @fields are GLib's #GLogField, MESSAGE among them; the host adds
@@ -183,10 +185,12 @@ typedef void (*PlegHealthProgressFunc)(const char *checker, gpointer user_data);
  *   free returns, except: @container_events_read blocks and is for one thread at a time, never
  *   the plugin's context thread; @check_health and @check_health_progress are not for a health
  *   checker or progress function; @add_health_checker and @remove_health_checker are not for a
- *   health checker, nor while holding a lock that one of the plugin's checkers takes (a round
- *   holds the host's health lock while checkers run, and adding or removing waits for it).
- *   A removed checker's destroy notify runs on the thread that removed it, with no host lock
- *   held.  Checkers the plugin leaves are removed after its stop, on its context thread.
+ *   health checker, nor @remove_health_checker while holding a lock that the removed checker
+ *   takes (removal waits for a run of that checker under way).  A removed checker's destroy
+ *   notify runs on the thread that removed it, with no host lock held.  Checkers the plugin
+ *   leaves are removed after its stop, on its context thread.  A plugin whose stop and free
+ *   have not returned within 5 s (a stop that removes a checker that never returns) is
+ *   abandoned by the host: its thread is left running and its state is never freed.
  */
 typedef struct {
     guint32 size;
