@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The metrics registry: registration and its checks, series, updates, reads and reset.  The text
+ * exposition is pleg-metrics-exposition.c. */
 #include "pleg/pleg-metrics.h"
 #include "pleg/pleg-util.h"
 
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "pleg-metrics-private.h"
 
 static const double default_buckets[11] = {
     .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
@@ -19,46 +21,6 @@ pleg_metrics_default_buckets(gsize *ret_n_buckets)
     *ret_n_buckets = G_N_ELEMENTS(default_buckets);
     return default_buckets;
 }
-
-/*
- * A series is created on first use and lives as long as its metric: a handle stays valid
- * across pleg_metric_reset(), which only hides the series again.  Counters and gauges keep
- * their value in one atomic word (the double's bits), SERIES_ABSENT while hidden; a histogram
- * series keeps a lock of its own for its buckets, sum and count.  The registry's lock guards the
- * metric's table of series and orders reset against exposition; no update takes it.
- */
-struct _PlegMetricSeries {
-    PlegMetric *metric;
-    char **label_values; /* n_labels entries, NULL-terminated */
-    guint64 bits;        /* counters, gauges: the value's bits, atomically; SERIES_ABSENT hidden */
-
-    GMutex lock;            /* histograms: guards the fields below */
-    gboolean present;       /* FALSE until the first observation and after a reset */
-    double sum;             /* sum of the observations */
-    guint64 count;          /* observations */
-    guint64 *bucket_counts; /* per bucket, not cumulative; n_buckets + 1 (the last is +Inf) */
-};
-
-/* A signalling NaN no arithmetic produces: values that are NaN are stored as the quiet one. */
-#define SERIES_ABSENT G_GUINT64_CONSTANT(0x7ff4a65e0f5e7e55)
-
-struct _PlegMetric {
-    GMutex *lock; /* the registry's: guards @series, orders reset against exposition */
-    PlegMetricType type;
-    char *name;
-    char *help;
-    char **label_names;
-    guint n_labels;
-    double *buckets;
-    gsize n_buckets;
-    GHashTable *series; /* series_key() -> PlegMetricSeries */
-};
-
-struct _PlegMetricsRegistry {
-    gatomicrefcount ref_count;
-    GMutex lock;
-    GHashTable *metrics; /* name -> PlegMetric */
-};
 
 static const char *const histogram_suffixes[] = {"_bucket", "_sum", "_count"};
 
@@ -84,8 +46,8 @@ double_to_bits(double value)
     return bits;
 }
 
-static double
-bits_to_double(guint64 bits)
+double
+pleg_metric_bits_to_double(guint64 bits)
 {
     double value;
 
@@ -93,19 +55,6 @@ bits_to_double(guint64 bits)
         return 0;
     memcpy(&value, &bits, sizeof(value));
     return value;
-}
-
-static gboolean
-series_present(PlegMetricSeries *series)
-{
-    gboolean present;
-
-    if (series->metric->type != PLEG_METRIC_HISTOGRAM)
-        return __atomic_load_n(&series->bits, __ATOMIC_RELAXED) != SERIES_ABSENT;
-    g_mutex_lock(&series->lock);
-    present = series->present;
-    g_mutex_unlock(&series->lock);
-    return present;
 }
 
 static void
@@ -276,8 +225,6 @@ name_collision(PlegMetricsRegistry *registry, const char *name, PlegMetricType t
     return NULL;
 }
 
-static const char *type_name(PlegMetricType type);
-
 /* A refused registration is a bug of the caller (a plugin's name, or two plugins that disagree
  * on one metric): say which metric and why, once per call. */
 static PlegMetric *
@@ -323,7 +270,8 @@ pleg_metrics_register(PlegMetricsRegistry *registry, PlegMetricType type, const 
             g_autofree char *wants = describe_labels(label_names);
 
             problem = g_strdup_printf("already registered as a %s with %s, not a %s with %s",
-                                      type_name(metric->type), had, type_name(type), wants);
+                                      pleg_metric_type_name(metric->type), had,
+                                      pleg_metric_type_name(type), wants);
             metric = NULL;
         }
         g_mutex_unlock(&registry->lock);
@@ -447,8 +395,8 @@ resolve_series(PlegMetric *metric, const char *const *label_values)
     return series;
 }
 
-static const char *
-type_name(PlegMetricType type)
+const char *
+pleg_metric_type_name(PlegMetricType type)
 {
     switch (type) {
     case PLEG_METRIC_COUNTER:
@@ -482,7 +430,8 @@ is_type(PlegMetric *metric, PlegMetricType type, const char *what)
 {
     if (metric->type == type)
         return TRUE;
-    g_critical("metrics: %s is a %s, only %s", metric->name, type_name(metric->type), what);
+    g_critical("metrics: %s is a %s, only %s", metric->name,
+               pleg_metric_type_name(metric->type), what);
     return FALSE;
 }
 
@@ -505,7 +454,7 @@ series_add(PlegMetricSeries *series, double value)
     guint64 new;
 
     do
-        new = double_to_bits(bits_to_double(old) + value);
+        new = double_to_bits(pleg_metric_bits_to_double(old) + value);
     while (!__atomic_compare_exchange_n(&series->bits, &old, new, TRUE, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED));
 }
@@ -631,7 +580,8 @@ read_series(PlegMetric *metric, const char *const *label_values, double *value, 
         *count = series->count;
         g_mutex_unlock(&series->lock);
     } else if (series) {
-        *value = bits_to_double(__atomic_load_n(&series->bits, __ATOMIC_RELAXED));
+        *value =
+            pleg_metric_bits_to_double(__atomic_load_n(&series->bits, __ATOMIC_RELAXED));
         *count = *value >= 0 ? (guint64)*value : 0;
     }
     g_mutex_unlock(metric->lock);
@@ -686,177 +636,4 @@ pleg_metric_reset(PlegMetric *metric)
     while (g_hash_table_iter_next(&iter, NULL, &series))
         series_reset(series);
     g_mutex_unlock(metric->lock);
-}
-
-/* Integers print without exponent; anything else as the shortest text that reads back exactly. */
-static void
-append_value(GString *out, double value)
-{
-    char buf[G_ASCII_DTOSTR_BUF_SIZE];
-
-    if (isnan(value)) {
-        g_string_append(out, "NaN");
-        return;
-    }
-    if (isinf(value)) {
-        g_string_append(out, value > 0 ? "+Inf" : "-Inf");
-        return;
-    }
-    if (fabs(value) < 1e15 && value == (double)(gint64)value) {
-        g_string_append_printf(out, "%" G_GINT64_FORMAT, (gint64)value);
-        return;
-    }
-    for (int precision = 1; precision <= 17; precision++) {
-        char format[8];
-
-        snprintf(format, sizeof(format), "%%.%dg", precision);
-        g_ascii_formatd(buf, sizeof(buf), format, value);
-        if (g_ascii_strtod(buf, NULL) == value)
-            break;
-    }
-    g_string_append(out, buf);
-}
-
-static void
-append_escaped(GString *out, const char *text, gboolean quote)
-{
-    for (const char *p = text; *p; p++) {
-        switch (*p) {
-        case '\\':
-            g_string_append(out, "\\\\");
-            break;
-        case '\n':
-            g_string_append(out, "\\n");
-            break;
-        case '"':
-            g_string_append(out, quote ? "\\\"" : "\"");
-            break;
-        default:
-            g_string_append_c(out, *p);
-        }
-    }
-}
-
-/* One sample line; @le, when given, adds the histogram bucket bound as the last label. */
-static void
-append_sample(GString *out, PlegMetric *metric, const char *suffix, PlegMetricSeries *series,
-              const double *le, double value)
-{
-    gboolean any = FALSE;
-
-    g_string_append(out, metric->name);
-    g_string_append(out, suffix);
-    for (guint i = 0; series && i < metric->n_labels; i++) {
-        g_string_append_c(out, any ? ',' : '{');
-        g_string_append_printf(out, "%s=\"", metric->label_names[i]);
-        append_escaped(out, series->label_values[i], TRUE);
-        g_string_append_c(out, '"');
-        any = TRUE;
-    }
-    if (le) {
-        g_string_append(out, any ? ",le=\"" : "{le=\"");
-        append_value(out, *le);
-        g_string_append_c(out, '"');
-        any = TRUE;
-    }
-    if (any)
-        g_string_append_c(out, '}');
-    g_string_append_c(out, ' ');
-    append_value(out, value);
-    g_string_append_c(out, '\n');
-}
-
-/* @series NULL: the zero sample of an unlabelled metric never updated. */
-static void
-append_series(GString *out, PlegMetric *metric, PlegMetricSeries *series)
-{
-    guint64 cumulative = 0;
-    double inf = INFINITY;
-
-    if (metric->type != PLEG_METRIC_HISTOGRAM) {
-        double value =
-            series ? bits_to_double(__atomic_load_n(&series->bits, __ATOMIC_RELAXED)) : 0;
-
-        append_sample(out, metric, "", series, NULL, value);
-        return;
-    }
-    if (series)
-        g_mutex_lock(&series->lock);
-    for (gsize i = 0; i <= metric->n_buckets; i++) {
-        cumulative += series ? series->bucket_counts[i] : 0;
-        append_sample(out, metric, "_bucket", series,
-                      i < metric->n_buckets ? &metric->buckets[i] : &inf, (double)cumulative);
-    }
-    append_sample(out, metric, "_sum", series, NULL, series ? series->sum : 0);
-    append_sample(out, metric, "_count", series, NULL, series ? (double)series->count : 0);
-    if (series)
-        g_mutex_unlock(&series->lock);
-}
-
-static int
-compare_series(gconstpointer a, gconstpointer b, gpointer user_data)
-{
-    const PlegMetricSeries *sa = *(PlegMetricSeries *const *)a;
-    const PlegMetricSeries *sb = *(PlegMetricSeries *const *)b;
-    guint n_labels = GPOINTER_TO_UINT(user_data);
-
-    for (guint i = 0; i < n_labels; i++) {
-        int r = strcmp(sa->label_values[i], sb->label_values[i]);
-
-        if (r != 0)
-            return r;
-    }
-    return 0;
-}
-
-static int
-compare_names(gconstpointer a, gconstpointer b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static void
-append_metric(GString *out, PlegMetric *metric)
-{
-    g_autoptr(GPtrArray) series = g_ptr_array_new();
-    GHashTableIter iter;
-    gpointer value;
-
-    g_string_append_printf(out, "# HELP %s ", metric->name);
-    append_escaped(out, metric->help, FALSE);
-    g_string_append_printf(out, "\n# TYPE %s %s\n", metric->name, type_name(metric->type));
-
-    /* A hidden series stays hidden: only a reset, which waits for this lock, hides one. */
-    g_hash_table_iter_init(&iter, metric->series);
-    while (g_hash_table_iter_next(&iter, NULL, &value))
-        if (series_present(value))
-            g_ptr_array_add(series, value);
-
-    if (series->len == 0) {
-        if (metric->n_labels == 0)
-            append_series(out, metric, NULL);
-        return;
-    }
-    g_ptr_array_sort_with_data(series, compare_series, GUINT_TO_POINTER(metric->n_labels));
-    for (guint i = 0; i < series->len; i++)
-        append_series(out, metric, series->pdata[i]);
-}
-
-char *
-pleg_metrics_registry_expose(PlegMetricsRegistry *registry)
-{
-    g_autofree gpointer *names = NULL;
-    GString *out = g_string_new(NULL);
-    guint n_names;
-
-    g_return_val_if_fail(registry != NULL, NULL);
-
-    g_mutex_lock(&registry->lock);
-    names = g_hash_table_get_keys_as_array(registry->metrics, &n_names);
-    qsort(names, n_names, sizeof(gpointer), compare_names);
-    for (guint i = 0; i < n_names; i++)
-        append_metric(out, g_hash_table_lookup(registry->metrics, names[i]));
-    g_mutex_unlock(&registry->lock);
-
-    return g_string_free(out, FALSE);
 }
