@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The public CRI client: typed RuntimeService calls over the internal transport (cri-core.c),
+ * The public CRI client: typed RuntimeService calls over the internal transport (cri-private.h),
  * answers decoded into libpleg's types, and the #PlegRuntime the Generic PLEG reads.
  */
 #include "pleg-config.h"
