@@ -9,7 +9,7 @@
 #include "cri-sim.h"
 
 static const char help[] =
-    "Commands (one a line, '#' starts a comment):\n"
+    "Commands (one a line, '#' starts a comment; doc/cri-sim.md describes each):\n"
     "  pod UID [NAME]                 add a READY pod sandbox \"sb-UID\"\n"
     "  container POD_UID CID [NAME]   add a CREATED container (event CREATED)\n"
     "  start CID                      CREATED -> RUNNING (event STARTED)\n"
@@ -20,7 +20,8 @@ static const char help[] =
     "  event TYPE CID [FLAG...]       emit an event, no state change; TYPE: CREATED, STARTED,\n"
     "                                 STOPPED, DELETED; FLAG: no-sandbox, no-metadata,\n"
     "                                 empty-uid, unknown-id, no-containers, old-created-at=NS\n"
-    "  end-stream ok|error CODE [MSG] end every open GetContainerEvents stream\n"
+    "  end-stream ok|error CODE [MSG]\n"
+    "                                 end every open GetContainerEvents stream\n"
     "  events-unimplemented on|off    GetContainerEvents answers UNIMPLEMENTED\n"
     "  auto-events on|off             events on state changes (default on)\n"
     "  sandbox-events on|off          events for sandboxes too (default off)\n"
@@ -28,8 +29,7 @@ static const char help[] =
     "                                 UNAVAILABLE; the socket is removed or left stale\n"
     "  back                           serve again now\n"
     "  delay METHOD MS                answer METHOD ('*': every unary method and list\n"
-    "                                 stream) after MS ms;\n"
-    "                                 -1: never; 0: clear\n"
+    "                                 stream) after MS ms; -1: never; 0: clear\n"
     "  fail METHOD CODE [TIMES]       answer METHOD with gRPC status CODE (TIMES times;\n"
     "                                 default until cleared with CODE 0)\n"
     "  deliver-one on|off             each event to one subscriber, round-robin\n"
