@@ -63,4 +63,4 @@ G_STATIC_ASSERT((int)PLEG_PLUGIN_RELIST_SOURCE_POST_ALLOCATION ==
                 (int)PLEG_RELIST_SOURCE_POST_ALLOCATION);
 
 /* The CRI error domain's name, which plugins compare with, is PLEG_PLUGIN_CRI_ERROR_DOMAIN itself:
- * lib/cri/cri-core.c makes the quark from that macro. */
+ * lib/cri/cri-channel.c makes the quark from that macro. */

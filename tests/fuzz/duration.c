@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Go durations (lib/common/pleg-util.c): pleg_duration_parse() on arbitrary text never crashes,
+ * Go durations (lib/common/pleg-time.c): pleg_duration_parse() on arbitrary text never crashes,
  * fails only with a PLEG_DURATION_ERROR_INVALID that quotes the text and leaves its output alone;
  * every parsed value formats to text that parses back to the same value; and the first 8
  * bytes, read as any int64 of microseconds, format to text that parses back to it exactly when

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Feature gates (lib/common/pleg-util.c, lib/host/pleg-host-gates.c): the input is split at its
+ * Feature gates (lib/common/pleg-feature-gates.c, lib/host/pleg-host-gates.c): the input is split at its
  * first NUL into a `--feature-gates` string and a key file.  pleg_feature_gates_parse(),
  * pleg_feature_gates_set() (with each item's name) and pleg_feature_gates_load_key_file() never
  * crash, apply all or nothing (a failure leaves every gate as it was), fail with the documented
