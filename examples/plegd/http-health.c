@@ -203,7 +203,7 @@ on_health_waiter_gone(SoupServerMessage *msg, gpointer user_data)
 static void
 health_round_free(HealthRound *round)
 {
-    g_ptr_array_unref(round->waiters);
+    g_clear_pointer(&round->waiters, g_ptr_array_unref); /* NULL once the round ended */
     g_clear_pointer(&round->results, g_ptr_array_unref);
     round_threads_unref(round->threads);
     g_main_context_unref(round->context);
@@ -218,7 +218,6 @@ health_round_done(gpointer data)
     g_autoptr(GPtrArray) waiters = g_steal_pointer(&round->waiters);
 
     /* Answering may disconnect a client: no waiter leaves the list while it is walked. */
-    round->waiters = g_ptr_array_new();
     for (guint i = 0; i < waiters->len; i++)
         ((HealthWaiter *)g_ptr_array_index(waiters, i))->round = NULL;
     if (round->http) {
