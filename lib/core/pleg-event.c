@@ -59,6 +59,17 @@ event_clear(PlegPodLifecycleEvent *event)
     g_free(event->pod_uid);
     g_free(event->container_id);
     g_free(event->reason);
+    g_free(event->details.pod_namespace);
+    g_free(event->details.pod_name);
+    g_free(event->details.container_name);
+    g_free(event->details.image);
+}
+
+const PlegEventDetails *
+pleg_pod_lifecycle_event_get_details(const PlegPodLifecycleEvent *event)
+{
+    g_return_val_if_fail(event != NULL, NULL);
+    return &event->details;
 }
 
 PlegPodLifecycleEvent *

@@ -12,16 +12,18 @@ map=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The names between "global:" and "local:", one per line, without the ';'.
-sed -n '/global:/,/local:/p' "$map" | sed -e '/global:/d' -e '/local:/d' -e 's/[[:space:];]//g' \
-    -e '/^$/d' | sort > "$tmp/listed"
+# The names of every version node's global: section, one per line, as NAME@NODE: the lines
+# after a "global:" up to its node's "local:" or closing "}".
+awk '/^[A-Za-z0-9_]+[[:space:]]*{/ { node = $1 } /global:/ { on = 1; next } /local:|}/ { on = 0 }
+     on && /^[[:space:]]*[a-z_0-9]+;/ { gsub(/[[:space:];]/, ""); print $0 "@" node }' "$map" |
+    sort > "$tmp/listed"
 if ! "$NM" -D --defined-only "$library" > "$tmp/table"; then
     echo "$library: cannot read the dynamic symbol table" >&2
     exit 1
 fi
 # Version nodes appear as absolute symbols (type A); everything else must be a function (T),
-# named NAME@@LIBPLEG_0.
-awk 'NF >= 3 && $2 != "A" { sub(/@.*/, "", $3); print $3 }' "$tmp/table" | sort > "$tmp/exported"
+# named NAME@@LIBPLEG_<version>.
+awk 'NF >= 3 && $2 != "A" { sub(/@@?/, "@", $3); print $3 }' "$tmp/table" | sort > "$tmp/exported"
 awk 'NF >= 3 && $2 != "A" && $2 != "T" { print "  " $3 " (type " $2 ")" }' "$tmp/table" > "$tmp/data"
 
 status=0

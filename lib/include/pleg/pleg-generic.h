@@ -80,6 +80,41 @@ typedef enum {
 const char *pleg_relist_source_to_string(PlegRelistSource source);
 
 /**
+ * PlegEventDetails:
+ * @pod_namespace: (nullable): the pod's namespace: CRI `PodSandboxMetadata.namespace` of the
+ *   newest sandbox the PLEG listed for the pod; %NULL when it listed none.
+ * @pod_name: (nullable): the pod's name, from the same `PodSandboxMetadata.name`.
+ * @container_name: (nullable): CRI `ContainerMetadata.name` of the container; %NULL for a
+ *   sandbox and for %PLEG_POD_SYNC.
+ * @attempt: `ContainerMetadata.attempt` of the container, or `PodSandboxMetadata.attempt` of
+ *   the sandbox (1 for a pod's second sandbox); 0 for %PLEG_POD_SYNC.
+ * @image: (nullable): the container's image as listed (CRI `Container.image.image`); %NULL for a
+ *   sandbox.
+ * @sandbox: whether the event's container id is one of the pod's sandboxes (CRI
+ *   `PodSandbox.id`), not a container.
+ * @started_at_ns: for %PLEG_CONTAINER_STARTED of a container, CRI `ContainerStatus.started_at`
+ *   from the pod cache, Unix time in nanoseconds; 0 when the runtime gave none, and for every
+ *   other event.
+ *
+ * The names of what a #PlegPodLifecycleEvent is about, taken from the listings of the relist
+ * that found the change (ListPodSandbox, ListContainers): no CRI call is made for them.  An
+ * event of a container the runtime no longer lists (every %PLEG_CONTAINER_REMOVED) carries the
+ * names of the PLEG's last record of it.  Strings may be %NULL, or empty, when the runtime gave
+ * none.  Owned by the event.
+ *
+ * Since: 0.2
+ */
+typedef struct {
+    char *pod_namespace;
+    char *pod_name;
+    char *container_name;
+    guint32 attempt;
+    char *image;
+    gboolean sandbox;
+    gint64 started_at_ns;
+} PlegEventDetails;
+
+/**
  * PlegPodLifecycleEvent:
  * @pod_uid: the pod's UID.
  * @type: what happened.
@@ -88,8 +123,16 @@ const char *pleg_relist_source_to_string(PlegRelistSource source);
  * @time_ns: Unix time in nanoseconds at which the event was generated.
  * @has_exit: for %PLEG_CONTAINER_DIED, whether the pod cache knew the container's exit;
  *   then @exit_code, @reason and @finished_at_ns are set from its CRI ContainerStatus.
+ * @details: who the event is about, by name; read it with
+ *   pleg_pod_lifecycle_event_get_details() (since 0.2).
  *
- * Immutable and reference counted: subscribers may keep it on any thread.
+ * Immutable and reference counted: subscribers may keep it on any thread.  Only libpleg
+ * allocates events, and a later version may append members: never embed one, copy one by value
+ * or allocate one.
+ *
+ * @time_ns is when libpleg saw the change (the relist that found it), @finished_at_ns and
+ * #PlegEventDetails.started_at_ns when the runtime says it happened: a container that died
+ * while nothing relisted has a @finished_at_ns older than @time_ns by that long.
  */
 typedef struct {
     char *pod_uid;
@@ -101,7 +144,26 @@ typedef struct {
     gint32 exit_code;
     char *reason;
     gint64 finished_at_ns;
+    PlegEventDetails details;
 } PlegPodLifecycleEvent;
+
+/**
+ * pleg_pod_lifecycle_event_get_details:
+ * @event: an event.
+ *
+ * Who @event is about, by name, and when the runtime says a start happened.  A program that
+ * reads the details through this function, not the struct member, refuses to load against a
+ * libpleg older than 0.2 (the symbol is in the LIBPLEG_0_2 version node) instead of reading past
+ * the end of an older, shorter event.
+ *
+ * Returns: (transfer none): the details, owned by @event and valid as long as the caller holds
+ *   a reference to it; never %NULL.
+ *
+ * Thread safety: any thread holding a reference to @event.
+ *
+ * Since: 0.2
+ */
+const PlegEventDetails *pleg_pod_lifecycle_event_get_details(const PlegPodLifecycleEvent *event);
 
 /**
  * pleg_pod_lifecycle_event_ref:
