@@ -5,23 +5,41 @@
 
 #include "pleg-generic-private.h"
 
+/* An event without its names: the caller fills event->details. */
 static PlegPodLifecycleEvent *
 build_event(PlegGeneric *pleg, const char *pod_uid, PlegPodLifecycleEventType type, const char *id,
             PlegRelistSource source, PlegPodStatus *status)
 {
     PlegPodLifecycleEvent *event =
         pleg_pod_lifecycle_event_new(pod_uid, type, id, source, now_ns(pleg));
+    const PlegContainerStatus *cs =
+        status && id ? pleg_pod_status_find_container(status, id) : NULL;
 
-    if (type == PLEG_CONTAINER_DIED && status) {
-        const PlegContainerStatus *cs = pleg_pod_status_find_container(status, id);
-        if (cs && cs->state == PLEG_CONTAINER_STATE_EXITED) {
-            event->has_exit = TRUE;
-            event->exit_code = cs->exit_code;
-            event->reason = g_strdup(cs->reason);
-            event->finished_at_ns = cs->finished_at_ns;
-        }
+    if (!cs)
+        return event;
+    if (type == PLEG_CONTAINER_DIED && cs->state == PLEG_CONTAINER_STATE_EXITED) {
+        event->has_exit = TRUE;
+        event->exit_code = cs->exit_code;
+        event->reason = g_strdup(cs->reason);
+        event->finished_at_ns = cs->finished_at_ns;
+    } else if (type == PLEG_CONTAINER_STARTED) {
+        event->details.started_at_ns = cs->started_at_ns;
     }
     return event;
+}
+
+/* @event's names as @from has them (an earlier event of the same container or pod). */
+static void
+copy_names(PlegPodLifecycleEvent *event, const PlegPodLifecycleEvent *from)
+{
+    event->details.pod_namespace = g_strdup(from->details.pod_namespace);
+    event->details.pod_name = g_strdup(from->details.pod_name);
+    if (!event->container_id)
+        return;
+    event->details.container_name = g_strdup(from->details.container_name);
+    event->details.image = g_strdup(from->details.image);
+    event->details.attempt = from->details.attempt;
+    event->details.sandbox = from->details.sandbox;
 }
 
 /* A failed push is counted as a discard only the first time an event misses a subscriber
@@ -127,8 +145,11 @@ static void
 missed_collapse(PlegGeneric *pleg, Missed *m, PlegRelistSource source, PlegPodStatus *status)
 {
     g_autoptr(GArray) transitions = g_array_new(FALSE, FALSE, sizeof(Transition));
+    g_autoptr(PlegPodLifecycleEvent) named = NULL;
 
     g_debug("subscriber missed more than %d events of %s, collapsing them", MISSED_MAX, m->id);
+    /* The queued events name the container; the collapsed ones keep those names. */
+    named = pleg_pod_lifecycle_event_ref(g_array_index(m->events, MissedEvent, 0).event);
     g_array_set_size(m->events, 0);
     add_transitions(transitions, m->id, m->seen, m->latest);
     for (guint i = 0; i < transitions->len; i++) {
@@ -138,6 +159,7 @@ missed_collapse(PlegGeneric *pleg, Missed *m, PlegRelistSource source, PlegPodSt
         if (t->type == PLEG_CONTAINER_CHANGED)
             continue;
         event = build_event(pleg, m->pod_uid, t->type, m->id, source, status);
+        copy_names(event, named);
         missed_append(m, event, t->after);
     }
 }
@@ -220,6 +242,9 @@ static void
 missed_overflow(PlegGeneric *pleg, Subscriber *sub, PlegRelistSource source, const Delivering *now)
 {
     g_autoptr(GHashTable) pods = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    /* An event owed of each pod, for the names of a pod the PLEG no longer holds. */
+    g_autoptr(GHashTable) named = g_hash_table_new_full(
+        g_str_hash, g_str_equal, g_free, (GDestroyNotify)pleg_pod_lifecycle_event_unref);
     GHashTableIter iter;
     Missed *m;
     const char *pod_uid;
@@ -234,6 +259,10 @@ missed_overflow(PlegGeneric *pleg, Subscriber *sub, PlegRelistSource source, con
         if (m->id && !GPOINTER_TO_INT(g_hash_table_lookup(pods, m->pod_uid)))
             g_hash_table_insert(pods, g_strdup(m->pod_uid),
                                 GINT_TO_POINTER(m->seen != STATE_NON_EXISTENT));
+        if (m->events->len > 0 && !g_hash_table_contains(named, m->pod_uid))
+            g_hash_table_insert(
+                named, g_strdup(m->pod_uid),
+                pleg_pod_lifecycle_event_ref(g_array_index(m->events, MissedEvent, 0).event));
     }
     g_hash_table_iter_init(&iter, pods);
     while (g_hash_table_iter_next(&iter, (gpointer *)&pod_uid, &told)) {
@@ -260,6 +289,11 @@ missed_overflow(PlegGeneric *pleg, Subscriber *sub, PlegRelistSource source, con
         m = missed_add(sub, pod_uid, NULL, STATE_NON_EXISTENT);
         m->told = GPOINTER_TO_INT(told);
         event = build_event(pleg, pod_uid, PLEG_POD_SYNC, NULL, source, NULL);
+        if (rec)
+            pod_snapshot_fill_details(&event->details, NULL, rec->current, rec->old);
+        if (!event->details.pod_name && !event->details.pod_namespace &&
+            g_hash_table_contains(named, pod_uid))
+            copy_names(event, g_hash_table_lookup(named, pod_uid));
         missed_append(m, event, STATE_NON_EXISTENT);
     }
 }
@@ -300,7 +334,7 @@ redeliver_missed(PlegGeneric *pleg, const char *pod_uid)
  * when the relist ends (redeliver_missed()).  Called with state_lock held. */
 void
 deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistSource source,
-        PlegPodStatus *status)
+        PlegPodStatus *status, const PodSnapshot *current, const PodSnapshot *previous)
 {
     PlegMetricSeries *events_total = source_series(pleg->series.events_total, source);
 
@@ -312,6 +346,7 @@ deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistS
             continue;
         pleg_metric_series_inc(events_total);
         event = build_event(pleg, pod_uid, t->type, t->id, source, status);
+        pod_snapshot_fill_details(&event->details, t->id, current, previous);
 
         for (guint s = 0; s < pleg->subscribers->len; s++) {
             Subscriber *sub = g_ptr_array_index(pleg->subscribers, s);

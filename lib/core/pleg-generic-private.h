@@ -36,11 +36,22 @@ typedef enum {
     STATE_NON_EXISTENT,
 } PlegState;
 
+/* What an event names (PlegEventDetails), as the listing gave it: CRI metadata, which does not
+ * change for an id, so a snapshot kept for an unchanged pod keeps it too. */
+typedef struct {
+    char *name;       /* container: its metadata's name; sandbox: the pod's name */
+    char *namespace_; /* sandboxes only: the pod's namespace */
+    char *image;      /* containers only */
+    guint32 attempt;
+} PodEntryNames;
+
 typedef struct {
     char *id;
     char *sandbox_id; /* containers only */
     PlegState state;
     gint64 created_at_ns;
+    gboolean is_sandbox;
+    PodEntryNames names;
 } PodEntry;
 
 /* One pod as seen by one listing: kubelet's kubecontainer.Pod.  Immutable once built. */
@@ -273,9 +284,18 @@ G_GNUC_INTERNAL void add_transitions(GArray *out, const char *id, PlegState befo
  * pod_snapshot_find() entry; the ids point into the snapshots. */
 G_GNUC_INTERNAL GArray *compute_transitions(const PodSnapshot *old, const PodSnapshot *current);
 
-/* pleg-delivery.c: called with state_lock held. */
+/* Sets @details to what @current, else @previous, names of @id (NULL: of the pod alone): the
+ * pod's names from its newest sandbox that has them, the entry's own names.  Either snapshot
+ * may be NULL. */
+G_GNUC_INTERNAL void pod_snapshot_fill_details(PlegEventDetails *details, const char *id,
+                                               const PodSnapshot *current,
+                                               const PodSnapshot *previous);
+
+/* pleg-delivery.c: called with state_lock held.  @current and @previous are the pod's
+ * snapshots the transitions came from, for the events' names. */
 G_GNUC_INTERNAL void deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions,
-                             PlegRelistSource source, PlegPodStatus *status);
+                             PlegRelistSource source, PlegPodStatus *status,
+                             const PodSnapshot *current, const PodSnapshot *previous);
 G_GNUC_INTERNAL void redeliver_missed(PlegGeneric *pleg, const char *pod_uid);
 G_GNUC_INTERNAL Subscriber *subscriber_new(guint capacity);
 G_GNUC_INTERNAL void subscriber_free(Subscriber *sub);

@@ -25,6 +25,10 @@ typedef struct {
     Text uid;        /* sandbox: its metadata's UID; container: its io.kubernetes.pod.uid label */
     Text sandbox_id; /* containers only */
     Text pod;        /* the pod the item was grouped into, 0 when ignored */
+    Text name;       /* container: its metadata's name; sandbox: the pod's name */
+    Text namespace_; /* sandboxes only */
+    Text image;      /* containers only */
+    guint32 attempt;
     gboolean is_sandbox;
     PlegState state;
     gint64 created_at_ns;
@@ -137,6 +141,9 @@ pleg_listing_add_sandbox(PlegListing *listing, const PlegPodSandbox *sandbox)
 
     item.id = add_text(listing, sandbox->id);
     item.uid = add_text(listing, sandbox->uid);
+    item.name = add_text(listing, sandbox->name);
+    item.namespace_ = add_text(listing, sandbox->namespace_);
+    item.attempt = sandbox->attempt;
     g_array_append_val(listing->items, item);
 }
 
@@ -158,6 +165,9 @@ pleg_listing_add_container(PlegListing *listing, const PlegContainer *container)
     item.id = add_text(listing, container->id);
     item.uid = add_text(listing, container->pod_uid_label);
     item.sandbox_id = add_text(listing, container->pod_sandbox_id);
+    item.name = add_text(listing, container->name);
+    item.image = add_text(listing, container->image);
+    item.attempt = container->attempt;
     g_array_append_val(listing->items, item);
 }
 
@@ -277,6 +287,7 @@ group(PlegListing *listing)
     g_array_sort_with_data(listing->order, by_pod, listing);
 }
 
+/* The names are not compared: CRI metadata and image are fixed when an id is created. */
 static gboolean
 entry_matches(const PlegListing *listing, const PodEntry *entry, const Item *item)
 {
@@ -318,6 +329,11 @@ snapshot_new(const PlegListing *listing, const char *uid, const guint32 *order, 
         entry->sandbox_id = g_strdup(text_of(listing, item->sandbox_id));
         entry->state = item->state;
         entry->created_at_ns = item->created_at_ns;
+        entry->is_sandbox = item->is_sandbox;
+        entry->names.name = g_strdup(text_of(listing, item->name));
+        entry->names.namespace_ = g_strdup(text_of(listing, item->namespace_));
+        entry->names.image = g_strdup(text_of(listing, item->image));
+        entry->names.attempt = item->attempt;
         g_ptr_array_add(item->is_sandbox ? pod->sandboxes : pod->containers, entry);
     }
     return pod;

@@ -101,7 +101,7 @@ reconcile_publish(PlegGeneric *pleg, PodWork *work, PlegPodStatus *status, const
     published = g_steal_pointer(&rec->old);
     rec->old = pod_snapshot_ref(rec->current);
 
-    deliver(pleg, pod_uid, work->transitions, work->source, status);
+    deliver(pleg, pod_uid, work->transitions, work->source, status, rec->old, published);
     if (!rec->old)
         g_hash_table_remove(pleg->records, pod_uid);
     g_mutex_unlock(&pleg->state_lock);

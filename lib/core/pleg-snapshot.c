@@ -25,6 +25,9 @@ pod_entry_free(PodEntry *entry)
 {
     g_free(entry->id);
     g_free(entry->sandbox_id);
+    g_free(entry->names.name);
+    g_free(entry->names.namespace_);
+    g_free(entry->names.image);
     g_free(entry);
 }
 
@@ -84,4 +87,47 @@ pod_snapshot_state(const PodSnapshot *pod, const char *id)
     const PodEntry *e = pod_snapshot_find(pod, id);
 
     return e ? e->state : STATE_NON_EXISTENT;
+}
+
+/* The newest sandbox of @pod that names the pod, NULL when none does. */
+static const PodEntry *
+pod_sandbox_naming(const PodSnapshot *pod)
+{
+    if (!pod)
+        return NULL;
+    for (guint i = 0; i < pod->sandboxes->len; i++) {
+        const PodEntry *e = g_ptr_array_index(pod->sandboxes, i);
+
+        if (e->names.name || e->names.namespace_)
+            return e;
+    }
+    return NULL;
+}
+
+void
+pod_snapshot_fill_details(PlegEventDetails *details, const char *id, const PodSnapshot *current,
+                          const PodSnapshot *previous)
+{
+    const PodEntry *pod = pod_sandbox_naming(current);
+    const PodEntry *entry = NULL;
+
+    if (!pod)
+        pod = pod_sandbox_naming(previous);
+    if (pod) {
+        details->pod_namespace = g_strdup(pod->names.namespace_);
+        details->pod_name = g_strdup(pod->names.name);
+    }
+    if (!id)
+        return;
+    entry = pod_snapshot_find(current, id);
+    if (!entry)
+        entry = pod_snapshot_find(previous, id);
+    if (!entry)
+        return;
+    details->sandbox = entry->is_sandbox;
+    details->attempt = entry->names.attempt;
+    if (!entry->is_sandbox) {
+        details->container_name = g_strdup(entry->names.name);
+        details->image = g_strdup(entry->names.image);
+    }
 }

@@ -7,6 +7,9 @@ typedef struct {
     PlegPodSandboxState state;
     char **ips;
     gint64 created_at_ns;
+    char *namespace_; /* NULL: "default" */
+    char *name;       /* NULL: "pod-<uid>" */
+    guint32 attempt;
 } FakeSandbox;
 
 typedef struct {
@@ -19,6 +22,9 @@ typedef struct {
     gint64 finished_at_ns;
     gint32 exit_code;
     char *reason;
+    char *name;  /* NULL: the id */
+    char *image; /* NULL: "fake/image:1" */
+    guint32 attempt;
 } FakeContainer;
 
 typedef enum {
@@ -63,6 +69,8 @@ fake_sandbox_free(FakeSandbox *sandbox)
     g_free(sandbox->id);
     g_free(sandbox->uid);
     g_strfreev(sandbox->ips);
+    g_free(sandbox->namespace_);
+    g_free(sandbox->name);
     g_free(sandbox);
 }
 
@@ -73,6 +81,8 @@ fake_container_free(FakeContainer *container)
     g_free(container->sandbox_id);
     g_free(container->pod_uid);
     g_free(container->reason);
+    g_free(container->name);
+    g_free(container->image);
     g_free(container);
 }
 
@@ -227,15 +237,22 @@ connect_cancellable(FakeRuntime *fake, GCancellable *cancellable)
     return g_cancellable_connect(cancellable, G_CALLBACK(on_cancelled), fake, NULL);
 }
 
+static char *
+sandbox_name(const FakeSandbox *sandbox)
+{
+    return sandbox->name ? g_strdup(sandbox->name) : g_strdup_printf("pod-%s", sandbox->uid);
+}
+
 static PlegPodSandbox *
 sandbox_to_pleg(const FakeSandbox *sandbox)
 {
     PlegPodSandbox *out = g_new0(PlegPodSandbox, 1);
 
     out->id = g_strdup(sandbox->id);
-    out->name = g_strdup_printf("pod-%s", sandbox->uid);
+    out->name = sandbox_name(sandbox);
     out->uid = g_strdup(sandbox->uid);
-    out->namespace_ = g_strdup("default");
+    out->namespace_ = g_strdup(sandbox->namespace_ ? sandbox->namespace_ : "default");
+    out->attempt = sandbox->attempt;
     out->state = sandbox->state;
     out->created_at_ns = sandbox->created_at_ns;
     return out;
@@ -248,8 +265,9 @@ container_to_pleg(const FakeContainer *container)
 
     out->id = g_strdup(container->id);
     out->pod_sandbox_id = g_strdup(container->sandbox_id);
-    out->name = g_strdup(container->id);
-    out->image = g_strdup("fake/image:1");
+    out->name = g_strdup(container->name ? container->name : container->id);
+    out->attempt = container->attempt;
+    out->image = g_strdup(container->image ? container->image : "fake/image:1");
     out->image_ref = g_strdup("sha256:fake");
     out->state = container->state;
     out->created_at_ns = container->created_at_ns;
@@ -334,9 +352,11 @@ fake_pod_sandbox_status(gpointer impl, const char *pod_sandbox_id, GCancellable 
         } else {
             status = g_new0(PlegPodSandboxStatus, 1);
             status->id = g_strdup(sandbox->id);
-            status->name = g_strdup_printf("pod-%s", sandbox->uid);
+            status->name = sandbox_name(sandbox);
             status->uid = g_strdup(sandbox->uid);
-            status->namespace_ = g_strdup("default");
+            status->namespace_ =
+                g_strdup(sandbox->namespace_ ? sandbox->namespace_ : "default");
+            status->attempt = sandbox->attempt;
             status->state = sandbox->state;
             status->created_at_ns = sandbox->created_at_ns;
             status->ips = sandbox->ips ? g_strdupv(sandbox->ips) : g_new0(char *, 1);
@@ -367,13 +387,14 @@ fake_container_status(gpointer impl, const char *container_id, GCancellable *can
         } else {
             status = g_new0(PlegContainerStatus, 1);
             status->id = g_strdup(container->id);
-            status->name = g_strdup(container->id);
+            status->name = g_strdup(container->name ? container->name : container->id);
+            status->attempt = container->attempt;
             status->state = container->state;
             status->created_at_ns = container->created_at_ns;
             status->started_at_ns = container->started_at_ns;
             status->finished_at_ns = container->finished_at_ns;
             status->exit_code = container->exit_code;
-            status->image = g_strdup("fake/image:1");
+            status->image = g_strdup(container->image ? container->image : "fake/image:1");
             status->image_ref = g_strdup("sha256:fake");
             status->reason = g_strdup(container->reason);
         }
@@ -412,6 +433,40 @@ fake_runtime_add_sandbox(FakeRuntime *fake, const char *sandbox_id, const char *
     g_assert(find_sandbox(fake, sandbox_id) == NULL);
     sandbox->created_at_ns = fake->next_time++;
     g_ptr_array_add(fake->sandboxes, sandbox);
+    g_mutex_unlock(&fake->lock);
+}
+
+void
+fake_runtime_set_sandbox_metadata(FakeRuntime *fake, const char *sandbox_id, const char *namespace_,
+                                  const char *name, guint32 attempt)
+{
+    FakeSandbox *sandbox;
+
+    g_mutex_lock(&fake->lock);
+    sandbox = find_sandbox(fake, sandbox_id);
+    g_assert(sandbox != NULL);
+    g_free(sandbox->namespace_);
+    sandbox->namespace_ = g_strdup(namespace_);
+    g_free(sandbox->name);
+    sandbox->name = g_strdup(name);
+    sandbox->attempt = attempt;
+    g_mutex_unlock(&fake->lock);
+}
+
+void
+fake_runtime_set_container_metadata(FakeRuntime *fake, const char *container_id, const char *name,
+                                    guint32 attempt, const char *image)
+{
+    FakeContainer *container;
+
+    g_mutex_lock(&fake->lock);
+    container = find_container(fake, container_id);
+    g_assert(container != NULL);
+    g_free(container->name);
+    container->name = g_strdup(name);
+    container->attempt = attempt;
+    g_free(container->image);
+    container->image = g_strdup(image);
     g_mutex_unlock(&fake->lock);
 }
 

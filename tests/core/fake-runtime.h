@@ -29,6 +29,9 @@ PlegRuntime *fake_runtime_as_runtime(FakeRuntime *fake);
 /* State.  Sandboxes get name "pod-<uid>" and namespace "default"; created_at is the call order. */
 void fake_runtime_add_sandbox(FakeRuntime *fake, const char *sandbox_id, const char *pod_uid,
                               PlegPodSandboxState state);
+/* Replaces the sandbox's namespace and name (NULL: the defaults above) and its attempt. */
+void fake_runtime_set_sandbox_metadata(FakeRuntime *fake, const char *sandbox_id,
+                                       const char *namespace_, const char *name, guint32 attempt);
 void fake_runtime_set_sandbox_state(FakeRuntime *fake, const char *sandbox_id,
                                     PlegPodSandboxState state);
 /* NULL-terminated; NULL clears. */
@@ -43,6 +46,9 @@ void fake_runtime_add_container(FakeRuntime *fake, const char *container_id, con
  * the id reaches the first. */
 void fake_runtime_add_duplicate_container(FakeRuntime *fake, const char *container_id,
                                           const char *sandbox_id, PlegContainerState state);
+/* Replaces the container's name (NULL: its id), attempt and image (NULL: "fake/image:1"). */
+void fake_runtime_set_container_metadata(FakeRuntime *fake, const char *container_id,
+                                         const char *name, guint32 attempt, const char *image);
 void fake_runtime_set_container_state(FakeRuntime *fake, const char *container_id,
                                       PlegContainerState state);
 /* Sets state EXITED with the exit code, reason and finished_at (Unix ns) that ContainerStatus
