@@ -549,6 +549,32 @@ assert_pod_uid(JsonObject *event, const char *uid)
     ck_assert_str_eq(json_object_get_string_member_with_default(event, "pod_uid", ""), uid);
 }
 
+/* The names containerd listed: the pod's for every event, the container's for a container. */
+static void
+assert_names(JsonObject *event, const char *uid, gboolean sandbox)
+{
+    const char *image;
+
+    assert_pod_uid(event, uid);
+    ck_assert_str_eq(json_object_get_string_member_with_default(event, "namespace", ""),
+                     "pleg-test");
+    ck_assert_str_eq(json_object_get_string_member_with_default(event, "pod", ""), "integ");
+    ck_assert_msg(json_object_has_member(event, "sandbox"), "an event without \"sandbox\"");
+    ck_assert_int_eq(json_object_get_boolean_member(event, "sandbox"), sandbox);
+    ck_assert_int_eq(json_object_get_int_member_with_default(event, "attempt", -1), 0);
+    if (sandbox) {
+        ck_assert(!json_object_has_member(event, "container"));
+        ck_assert(!json_object_has_member(event, "image"));
+        return;
+    }
+    ck_assert_str_eq(json_object_get_string_member_with_default(event, "container", ""), "exit7");
+    /* Container.image.image: what the container was created with, or the image id it
+     * resolved to, as the runtime chose to list it. */
+    image = json_object_get_string_member_with_default(event, "image", "");
+    ck_assert_msg(g_str_equal(image, TEST_IMAGE) || g_str_has_prefix(image, "sha256:"),
+                  "image \"%s\", expected %s or its id", image, TEST_IMAGE);
+}
+
 /* With CRIListStreaming: the runtime's answer to the streams was said once, either way, and the
  * gauge agrees with it. */
 static void
@@ -581,6 +607,7 @@ START_TEST(test_container_lifecycle)
     g_autofree char *healthz = NULL;
     g_autofree char *metrics = NULL;
     g_autoptr(JsonObject) started = NULL;
+    g_autoptr(JsonObject) sandbox_started = NULL;
     g_autoptr(JsonObject) died = NULL;
     g_autoptr(JsonObject) removed = NULL;
     g_autoptr(JsonObject) sandbox_removed = NULL;
@@ -601,10 +628,14 @@ START_TEST(test_container_lifecycle)
     g_free(cri_ctl("start", container_id, NULL));
 
     started = wait_event("ContainerStarted", container_id);
-    assert_pod_uid(started, uid);
+    assert_names(started, uid, FALSE);
+    ck_assert_msg(json_object_has_member(started, "started_at"),
+                  "ContainerStarted without started_at");
+    sandbox_started = wait_event("ContainerStarted", sandbox_id);
+    assert_names(sandbox_started, uid, TRUE);
 
     died = wait_event("ContainerDied", container_id);
-    assert_pod_uid(died, uid);
+    assert_names(died, uid, FALSE);
     ck_assert_msg(json_object_has_member(died, "exit_code"), "ContainerDied without exit_code");
     ck_assert_int_eq(json_object_get_int_member(died, "exit_code"), 7);
 
@@ -635,13 +666,14 @@ START_TEST(test_container_lifecycle)
             (died_usec - finished_usec) / 1000);
 
     g_free(cri_ctl("rm", container_id, NULL));
+    /* containerd no longer lists the container: its names come from plegd's record */
     removed = wait_event("ContainerRemoved", container_id);
-    assert_pod_uid(removed, uid);
+    assert_names(removed, uid, FALSE);
 
     g_free(cri_ctl("stopp", sandbox_id, NULL));
     g_free(cri_ctl("rmp", sandbox_id, NULL));
     sandbox_removed = wait_event("ContainerRemoved", sandbox_id);
-    assert_pod_uid(sandbox_removed, uid);
+    assert_names(sandbox_removed, uid, TRUE);
 
     ck_assert_msg(relist_count() > 0, "kubelet_pleg_relist_duration_seconds_count missing or 0");
     metrics = http_get("/metrics", &status);
