@@ -39,15 +39,17 @@ typedef enum {
 /* What an event names (PlegEventDetails), as the listing gave it: CRI metadata, which does not
  * change for an id, so a snapshot kept for an unchanged pod keeps it too. */
 typedef struct {
-    char *name;       /* container: its metadata's name; sandbox: the pod's name */
-    char *namespace_; /* sandboxes only: the pod's namespace */
-    char *image;      /* containers only */
+    const char *name;       /* container: its metadata's name; sandbox: the pod's name */
+    const char *namespace_; /* sandboxes only: the pod's namespace */
+    const char *image;      /* containers only */
     guint32 attempt;
 } PodEntryNames;
 
+/* A container or sandbox of a snapshot.  Its strings live in the entry's own allocation
+ * (pod_entry_new()): one block an entry, as a node holds thousands. */
 typedef struct {
-    char *id;
-    char *sandbox_id; /* containers only */
+    const char *id;
+    const char *sandbox_id; /* containers only */
     PlegState state;
     gint64 created_at_ns;
     gboolean is_sandbox;
@@ -243,6 +245,8 @@ source_series(PlegMetricSeries *const *per_source, PlegRelistSource source)
 /* pleg-snapshot.c */
 /* kubelet's PLEG state of a listed container: created and unknown are unknown. */
 G_GNUC_INTERNAL PlegState pleg_state_from_container(PlegContainerState state);
+/* A copy of @fields, whose strings are borrowed, in one block that g_free() frees. */
+G_GNUC_INTERNAL PodEntry *pod_entry_new(const PodEntry *fields);
 G_GNUC_INTERNAL PodSnapshot *pod_snapshot_new(const char *uid);
 G_GNUC_INTERNAL PodSnapshot *pod_snapshot_ref(PodSnapshot *pod);
 G_GNUC_INTERNAL void pod_snapshot_unref(PodSnapshot *pod);

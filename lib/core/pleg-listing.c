@@ -323,18 +323,18 @@ snapshot_new(const PlegListing *listing, const char *uid, const guint32 *order, 
 
     for (guint i = 0; i < n; i++) {
         const Item *item = item_at(listing, order[i]);
-        PodEntry *entry = g_new0(PodEntry, 1);
+        const PodEntry fields = {
+            .id = text_of(listing, item->id),
+            .sandbox_id = text_of(listing, item->sandbox_id),
+            .state = item->state,
+            .created_at_ns = item->created_at_ns,
+            .is_sandbox = item->is_sandbox,
+            .names = {text_of(listing, item->name), text_of(listing, item->namespace_),
+                      text_of(listing, item->image), item->attempt},
+        };
 
-        entry->id = g_strdup(text_of(listing, item->id));
-        entry->sandbox_id = g_strdup(text_of(listing, item->sandbox_id));
-        entry->state = item->state;
-        entry->created_at_ns = item->created_at_ns;
-        entry->is_sandbox = item->is_sandbox;
-        entry->names.name = g_strdup(text_of(listing, item->name));
-        entry->names.namespace_ = g_strdup(text_of(listing, item->namespace_));
-        entry->names.image = g_strdup(text_of(listing, item->image));
-        entry->names.attempt = item->attempt;
-        g_ptr_array_add(item->is_sandbox ? pod->sandboxes : pod->containers, entry);
+        g_ptr_array_add(item->is_sandbox ? pod->sandboxes : pod->containers,
+                        pod_entry_new(&fields));
     }
     return pod;
 }

@@ -3,6 +3,8 @@
  * pleg-listing.c). */
 #include "pleg-config.h"
 
+#include <string.h>
+
 #include "pleg-generic-private.h"
 
 PlegState
@@ -20,15 +22,41 @@ pleg_state_from_container(PlegContainerState state)
     return STATE_UNKNOWN;
 }
 
-static void
-pod_entry_free(PodEntry *entry)
+/* Copies @text (NULL stays NULL) to *@next, moving it past the copy. */
+static const char *
+copy_into(char **next, const char *text)
 {
-    g_free(entry->id);
-    g_free(entry->sandbox_id);
-    g_free(entry->names.name);
-    g_free(entry->names.namespace_);
-    g_free(entry->names.image);
-    g_free(entry);
+    char *copy = *next;
+    gsize size;
+
+    if (!text)
+        return NULL;
+    size = strlen(text) + 1;
+    memcpy(copy, text, size);
+    *next += size;
+    return copy;
+}
+
+PodEntry *
+pod_entry_new(const PodEntry *fields)
+{
+    const char *texts[] = {fields->id, fields->sandbox_id, fields->names.name,
+                           fields->names.namespace_, fields->names.image};
+    gsize size = sizeof(PodEntry);
+    PodEntry *entry;
+    char *next;
+
+    for (guint i = 0; i < G_N_ELEMENTS(texts); i++)
+        size += texts[i] ? strlen(texts[i]) + 1 : 0;
+    entry = g_malloc(size);
+    *entry = *fields;
+    next = (char *)(entry + 1);
+    entry->id = copy_into(&next, fields->id);
+    entry->sandbox_id = copy_into(&next, fields->sandbox_id);
+    entry->names.name = copy_into(&next, fields->names.name);
+    entry->names.namespace_ = copy_into(&next, fields->names.namespace_);
+    entry->names.image = copy_into(&next, fields->names.image);
+    return entry;
 }
 
 static void
@@ -45,8 +73,8 @@ pod_snapshot_new(const char *uid)
     PodSnapshot *pod = g_rc_box_new0(PodSnapshot);
 
     pod->uid = g_strdup(uid);
-    pod->containers = g_ptr_array_new_with_free_func((GDestroyNotify)pod_entry_free);
-    pod->sandboxes = g_ptr_array_new_with_free_func((GDestroyNotify)pod_entry_free);
+    pod->containers = g_ptr_array_new_with_free_func(g_free);
+    pod->sandboxes = g_ptr_array_new_with_free_func(g_free);
     return pod;
 }
 

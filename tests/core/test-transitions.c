@@ -31,12 +31,9 @@ state_name(PlegState state)
 static void
 add_entry(GPtrArray *entries, const char *id, PlegState state, gint64 created_at_ns)
 {
-    PodEntry *entry = g_new0(PodEntry, 1);
+    const PodEntry fields = {.id = id, .state = state, .created_at_ns = created_at_ns};
 
-    entry->id = g_strdup(id);
-    entry->state = state;
-    entry->created_at_ns = created_at_ns;
-    g_ptr_array_add(entries, entry);
+    g_ptr_array_add(entries, pod_entry_new(&fields));
 }
 
 /* A pod "pod1" holding @id as a container (or a sandbox) in @state; nothing for "none". */
