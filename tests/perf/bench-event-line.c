@@ -12,8 +12,9 @@
  *     plegd_output_write_bytes() (queued for the stdout writer, here writing to /dev/null);
  *   - "json": plegd_event_to_json_with_seq() alone, and the free of its line.
  *
- * The events cycle through ContainerStarted, ContainerDied (exit code, reason, finished_at),
- * ContainerRemoved and PodSync of pods with UUIDs and containers with 64-hex ids; the ring is
+ * The events cycle through ContainerStarted (started_at), ContainerDied (exit code, reason,
+ * finished_at), ContainerRemoved and PodSync of pods with UUIDs and containers with 64-hex ids,
+ * each with its identity (namespace, pod name, container name, attempt, image, sandbox); the ring is
  * full (plegd's default 10,000) before counting starts, so each line also evicts one.  The
  * count is callgrind's Ir (instructions executed in user space) over --lines lines, divided.
  *
@@ -39,6 +40,10 @@
 typedef struct {
     char pod_uid[37];
     char container_id[65];
+    char pod_namespace[16];
+    char pod_name[40];
+    char container_name[16];
+    char image[48];
     PlegPodLifecycleEvent event;
 } BenchEvent;
 
@@ -57,13 +62,34 @@ bench_event_init(BenchEvent *be, guint i)
                pod);
     for (guint k = 0; k < 64; k += 8)
         g_snprintf(be->container_id + k, 9, "%08x", (pod + k) * 2246822519u);
+    /* Names as a cluster has them: a namespace of ~10 characters, a Deployment's pod (~30),
+     * a container (~10) and an image reference (~40); every fifth container event is of a
+     * sandbox, which has neither container name nor image. */
+    g_snprintf(be->pod_namespace, sizeof(be->pod_namespace), "team-%05u", pod % 97);
+    g_snprintf(be->pod_name, sizeof(be->pod_name), "checkout-api-7d9f8b6c5d-%05x", pod);
+    g_snprintf(be->container_name, sizeof(be->container_name), "app-%06u", pod % 13);
+    g_snprintf(be->image, sizeof(be->image), "registry.example.com/shop/checkout:v1.%u.%u",
+               pod % 31, pod % 7);
     be->event = (PlegPodLifecycleEvent){
         .pod_uid = be->pod_uid,
         .type = types[i % 4],
         .container_id = be->container_id,
         .relist_source = i % 3 == 0 ? PLEG_RELIST_SOURCE_GLOBAL : PLEG_RELIST_SOURCE_EVENTED_PLEG,
         .time_ns = G_GINT64_CONSTANT(1795966735123456789) + (gint64)i * 1000003,
+        .details =
+            {
+                .pod_namespace = be->pod_namespace,
+                .pod_name = be->pod_name,
+                .attempt = pod % 3,
+                .sandbox = pod % 5 == 0,
+            },
     };
+    if (!be->event.details.sandbox && be->event.type != PLEG_POD_SYNC) {
+        be->event.details.container_name = be->container_name;
+        be->event.details.image = be->image;
+    }
+    if (be->event.type == PLEG_CONTAINER_STARTED && !be->event.details.sandbox)
+        be->event.details.started_at_ns = be->event.time_ns - 400000000;
     if (be->event.type == PLEG_CONTAINER_DIED) {
         be->event.has_exit = TRUE;
         be->event.exit_code = (int)(i % 256);

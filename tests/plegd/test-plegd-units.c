@@ -45,19 +45,26 @@ assert_string_member(JsonObject *object, const char *name, const char *expected)
     ck_assert_str_eq(json_object_get_string_member(object, name), expected);
 }
 
-START_TEST(test_json_container_died)
+/* A death with its exit, and no names. */
+static PlegPodLifecycleEvent
+died_event(void)
 {
-    PlegPodLifecycleEvent event = {
-        .pod_uid = "uid-1",
+    return (PlegPodLifecycleEvent){
+        .pod_uid = (char *)"uid-1",
         .type = PLEG_CONTAINER_DIED,
-        .container_id = "c0ffee",
+        .container_id = (char *)"c0ffee",
         .relist_source = PLEG_RELIST_SOURCE_POST_SYNC,
         .time_ns = G_GINT64_CONSTANT(1795966735123456789),
         .has_exit = TRUE,
         .exit_code = 7,
-        .reason = "Error",
+        .reason = (char *)"Error",
         .finished_at_ns = G_GINT64_CONSTANT(1795966734900000000),
     };
+}
+
+START_TEST(test_json_container_died)
+{
+    PlegPodLifecycleEvent event = died_event();
     g_autofree char *line = plegd_event_to_json(&event);
     g_autoptr(JsonObject) object = parse_line(line);
     g_autofree char *time = pleg_time_format_rfc3339(event.time_ns);
@@ -71,7 +78,14 @@ START_TEST(test_json_container_died)
     ck_assert_int_eq(json_object_get_int_member(object, "exit_code"), 7);
     assert_string_member(object, "reason", "Error");
     assert_string_member(object, "finished_at", finished);
-    ck_assert_uint_eq(json_object_get_size(object), 8);
+    /* Without names only what every container event says: not a sandbox, attempt 0. */
+    ck_assert(!json_object_get_boolean_member(object, "sandbox"));
+    ck_assert_int_eq(json_object_get_int_member(object, "attempt"), 0);
+    ck_assert(!json_object_has_member(object, "namespace"));
+    ck_assert(!json_object_has_member(object, "pod"));
+    ck_assert(!json_object_has_member(object, "container"));
+    ck_assert(!json_object_has_member(object, "image"));
+    ck_assert_uint_eq(json_object_get_size(object), 10);
 
     /* The documented member order: time first, then pod_uid, type, ... */
     ck_assert(g_str_has_prefix(line, "{\"time\":"));
@@ -177,6 +191,88 @@ START_TEST(test_json_other_types)
         ck_assert_int_eq(json_object_has_member(object, "container_id"), cases[i].has_container);
         ck_assert(!json_object_has_member(object, "exit_code"));
     }
+}
+END_TEST
+
+/* The identity of the event, in the documented order, with a death's exit. */
+START_TEST(test_json_details)
+{
+    PlegPodLifecycleEvent event = died_event();
+    static const char *const order[] = {
+        "\"seq\"",         "\"time\"",          "\"pod_uid\"",   "\"namespace\"",
+        "\"pod\"",         "\"type\"",          "\"container_id\"", "\"container\"",
+        "\"sandbox\"",     "\"attempt\"",       "\"image\"",     "\"relist_source\"",
+        "\"exit_code\"",   "\"reason\"",        "\"finished_at\"",
+    };
+    g_autofree char *line = NULL;
+    g_autoptr(JsonObject) object = NULL;
+
+    event.details = (PlegEventDetails){
+        .pod_namespace = (char *)"shop",
+        .pod_name = (char *)"web",
+        .container_name = (char *)"nginx",
+        .attempt = 3,
+        .image = (char *)"docker.io/library/nginx:1.27",
+    };
+    line = plegd_event_to_json_with_seq(&event, 9);
+    object = parse_line(line);
+    assert_string_member(object, "namespace", "shop");
+    assert_string_member(object, "pod", "web");
+    assert_string_member(object, "container", "nginx");
+    ck_assert(!json_object_get_boolean_member(object, "sandbox"));
+    ck_assert_int_eq(json_object_get_int_member(object, "attempt"), 3);
+    assert_string_member(object, "image", "docker.io/library/nginx:1.27");
+    ck_assert_int_eq(json_object_get_int_member(object, "exit_code"), 7);
+    ck_assert(!json_object_has_member(object, "started_at"));
+    ck_assert_uint_eq(json_object_get_size(object), G_N_ELEMENTS(order));
+    for (gsize i = 1; i < G_N_ELEMENTS(order); i++)
+        ck_assert_msg(strstr(line, order[i - 1]) < strstr(line, order[i]), "%s before %s in %s",
+                      order[i - 1], order[i], line);
+}
+END_TEST
+
+/* A sandbox says so and has no container name, even one the runtime gave; a start says when. */
+START_TEST(test_json_details_sandbox_and_start)
+{
+    PlegPodLifecycleEvent event = died_event();
+    g_autofree char *started = NULL;
+    g_autofree char *line = NULL;
+    g_autoptr(JsonObject) object = NULL;
+    g_autoptr(JsonObject) sync = NULL;
+    g_autofree char *sync_line = NULL;
+
+    event.type = PLEG_CONTAINER_STARTED;
+    event.container_id = (char *)"sb-1";
+    event.details = (PlegEventDetails){
+        .pod_namespace = (char *)"shop",
+        .pod_name = (char *)"web",
+        .container_name = (char *)"POD",
+        .attempt = 1,
+        .sandbox = TRUE,
+        .started_at_ns = G_GINT64_CONSTANT(1795966735000000000),
+    };
+    started = pleg_time_format_rfc3339(event.details.started_at_ns);
+    line = plegd_event_to_json(&event);
+    object = parse_line(line);
+
+    ck_assert(json_object_get_boolean_member(object, "sandbox"));
+    ck_assert_int_eq(json_object_get_int_member(object, "attempt"), 1);
+    ck_assert(!json_object_has_member(object, "container"));
+    ck_assert(!json_object_has_member(object, "image"));
+    assert_string_member(object, "started_at", started);
+    ck_assert(!json_object_has_member(object, "exit_code"));
+    ck_assert(strstr(line, "\"relist_source\"") < strstr(line, "\"started_at\""));
+
+    /* PodSync: the pod's names, nothing of a container. */
+    event.type = PLEG_POD_SYNC;
+    event.container_id = NULL;
+    sync_line = plegd_event_to_json(&event);
+    sync = parse_line(sync_line);
+    assert_string_member(sync, "namespace", "shop");
+    assert_string_member(sync, "pod", "web");
+    ck_assert(!json_object_has_member(sync, "sandbox"));
+    ck_assert(!json_object_has_member(sync, "attempt"));
+    ck_assert(!json_object_has_member(sync, "started_at"));
 }
 END_TEST
 
@@ -962,6 +1058,7 @@ reference_add_time(JsonBuilder *builder, const char *name, gint64 unix_ns)
 static char *
 reference_json(const PlegPodLifecycleEvent *event, guint64 seq)
 {
+    const PlegEventDetails *details = &event->details;
     g_autoptr(JsonBuilder) builder = json_builder_new();
     g_autoptr(JsonGenerator) generator = json_generator_new();
     g_autoptr(JsonNode) root = NULL;
@@ -975,11 +1072,27 @@ reference_json(const PlegPodLifecycleEvent *event, guint64 seq)
     }
     reference_add_time(builder, "time", event->time_ns);
     reference_add_string(builder, "pod_uid", event->pod_uid);
+    if (details->pod_namespace)
+        reference_add_string(builder, "namespace", details->pod_namespace);
+    if (details->pod_name)
+        reference_add_string(builder, "pod", details->pod_name);
     reference_add_string(builder, "type", pleg_pod_lifecycle_event_type_to_string(event->type));
-    if (event->type != PLEG_POD_SYNC && event->container_id)
-        reference_add_string(builder, "container_id", event->container_id);
+    if (event->type != PLEG_POD_SYNC) {
+        if (event->container_id)
+            reference_add_string(builder, "container_id", event->container_id);
+        if (!details->sandbox && details->container_name)
+            reference_add_string(builder, "container", details->container_name);
+        json_builder_set_member_name(builder, "sandbox");
+        json_builder_add_boolean_value(builder, details->sandbox);
+        json_builder_set_member_name(builder, "attempt");
+        json_builder_add_int_value(builder, details->attempt);
+        if (details->image)
+            reference_add_string(builder, "image", details->image);
+    }
     reference_add_string(builder, "relist_source",
                          pleg_relist_source_to_string(event->relist_source));
+    if (event->type == PLEG_CONTAINER_STARTED && details->started_at_ns != 0)
+        reference_add_time(builder, "started_at", details->started_at_ns);
     if (event->type == PLEG_CONTAINER_DIED && event->has_exit) {
         json_builder_set_member_name(builder, "exit_code");
         json_builder_add_int_value(builder, event->exit_code);
@@ -1065,6 +1178,33 @@ START_TEST(test_json_as_json_glib)
 
                 assert_as_reference(&event, seqs[shape % G_N_ELEMENTS(seqs)]);
             }
+    /* The same shapes with names: each member present or not, a sandbox or not, a start. */
+    for (gsize t = 0; t < G_N_ELEMENTS(types); t++)
+        for (guint shape = 0; shape < 128; shape++) {
+            PlegPodLifecycleEvent event = {
+                .pod_uid = (char *)"8d3f0c1e-5a1e-4c0d-9b7f-0000000000a1",
+                .type = types[t],
+                .container_id = shape & 64 ? NULL : (char *)"c0ffee",
+                .relist_source = shape % PLEG_RELIST_SOURCE_N,
+                .time_ns = times[shape % G_N_ELEMENTS(times)],
+                .has_exit = (shape & 2) != 0,
+                .exit_code = exit_codes[shape % G_N_ELEMENTS(exit_codes)],
+                .reason = shape & 4 ? NULL : (char *)"OOMKilled",
+                .finished_at_ns = shape & 8 ? 0 : times[(shape + 1) % G_N_ELEMENTS(times)],
+                .details =
+                    {
+                        .pod_namespace = shape & 1 ? NULL : (char *)"kube-system",
+                        .pod_name = shape & 2 ? NULL : (char *)"coredns-7db6d8ff4d-x2x9q",
+                        .container_name = shape & 4 ? NULL : (char *)"coredns",
+                        .attempt = shape & 8 ? 0 : (guint32)shape * 1000003u,
+                        .image = shape & 16 ? NULL : (char *)"registry.k8s.io/coredns/coredns:v1.11.1",
+                        .sandbox = (shape & 32) != 0,
+                        .started_at_ns = shape & 8 ? 0 : times[(shape + 2) % G_N_ELEMENTS(times)],
+                    },
+            };
+
+            assert_as_reference(&event, seqs[shape % G_N_ELEMENTS(seqs)]);
+        }
     /* Random bytes, most of them not UTF-8, and random valid text. */
     for (guint i = 0; i < 2000; i++) {
         char bytes[24];
@@ -1086,6 +1226,11 @@ START_TEST(test_json_as_json_glib)
         event.pod_uid = bytes;
         event.container_id = valid;
         event.reason = i % 2 ? bytes : valid;
+        event.details.pod_namespace = i % 3 ? valid : bytes;
+        event.details.pod_name = i % 2 ? valid : bytes;
+        event.details.container_name = i % 5 ? bytes : NULL;
+        event.details.image = i % 2 ? bytes : valid;
+        event.details.attempt = g_rand_int(rand);
         assert_as_reference(&event, i);
     }
 }
@@ -1130,6 +1275,8 @@ plegd_units_suite(void)
     tcase_add_test(tc, test_json_container_died_without_exit);
     tcase_add_test(tc, test_json_other_types);
     tcase_add_test(tc, test_json_not_utf8);
+    tcase_add_test(tc, test_json_details);
+    tcase_add_test(tc, test_json_details_sandbox_and_start);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("event-ring");
