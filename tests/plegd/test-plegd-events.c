@@ -1006,6 +1006,34 @@ START_TEST(test_bounded_reads)
     ck_assert(until_past->body_done);
     ck_assert_uint_eq(until_past->lines->len, n);
 
+    /* The bounded read of doc/events.md, with curl and jq: the answer ends. */
+    {
+        const char *script =
+            "curl -s \"$0/events?follow=false&type=ContainerDied&since_time=10m\" | "
+            "jq -r '[.seq, .time, .pod_uid, .container_id, .exit_code, .reason] | @tsv'";
+        g_autoptr(GSubprocess) pipeline = NULL;
+        g_autoptr(GError) error = NULL;
+        g_autofree char *out = NULL;
+        g_auto(GStrv) rows = NULL;
+
+        pipeline = g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error, "sh", "-c", script,
+                                    fixture.base, NULL);
+        ck_assert_msg(pipeline, "%s", error ? error->message : "");
+        ck_assert_msg(g_subprocess_communicate_utf8(pipeline, NULL, NULL, &out, NULL, &error), "%s",
+                      error ? error->message : "");
+        ck_assert(g_subprocess_get_if_exited(pipeline));
+        ck_assert_int_eq(g_subprocess_get_exit_status(pipeline), 0);
+        rows = g_strsplit(out, "\n", -1);
+        ck_assert_msg(g_strv_length(rows) == 3 && *rows[2] == '\0', "%s", out);
+        for (guint i = 0; i < 2; i++) {
+            g_auto(GStrv) fields = g_strsplit(rows[i], "\t", -1);
+
+            ck_assert_msg(g_strv_length(fields) == 6, "%s", rows[i]);
+            ck_assert(g_str_equal(fields[3], "c1") || g_str_equal(fields[3], "c2"));
+            ck_assert_str_eq(fields[4], g_str_equal(fields[3], "c1") ? "3" : "4");
+        }
+    }
+
     /* until_time ahead: live events until the wall clock passes it, then the end. */
     until_soon = client_open("?until_time=-1s&since=8", 0);
     client_wait_head(until_soon, 200);
