@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The ring of recent event lines behind GET /events?since=SEQ.  Pure: no I/O, no main context.
+ * The ring of recent event lines behind GET /events?since=SEQ, each with the key its filters
+ * look at.  Pure: no I/O, no main context.
  */
 #include "plegd.h"
 
+typedef struct {
+    GBytes *line;
+    PlegdEventKey *key;
+} Slot;
+
 struct _PlegdEventRing {
     guint capacity;
-    GBytes **slots; /* seq s lives in slots[(s - 1) % capacity] */
+    Slot *slots;    /* seq s lives in slots[(s - 1) % capacity] */
     guint64 oldest; /* seq of the oldest line kept; == next when empty */
     guint64 next;   /* seq the next line gets */
 };
@@ -19,7 +25,7 @@ plegd_event_ring_new(guint capacity)
     g_return_val_if_fail(capacity >= 1, NULL);
     ring = g_new0(PlegdEventRing, 1);
     ring->capacity = capacity;
-    ring->slots = g_new0(GBytes *, capacity);
+    ring->slots = g_new0(Slot, capacity);
     ring->oldest = 1;
     ring->next = 1;
     return ring;
@@ -30,8 +36,10 @@ plegd_event_ring_free(PlegdEventRing *ring)
 {
     if (!ring)
         return;
-    for (guint i = 0; i < ring->capacity; i++)
-        g_clear_pointer(&ring->slots[i], g_bytes_unref);
+    for (guint i = 0; i < ring->capacity; i++) {
+        g_clear_pointer(&ring->slots[i].line, g_bytes_unref);
+        g_clear_pointer(&ring->slots[i].key, plegd_event_key_free);
+    }
     g_free(ring->slots);
     g_free(ring);
 }
@@ -55,18 +63,21 @@ plegd_event_ring_get_oldest_seq(PlegdEventRing *ring)
 }
 
 guint64
-plegd_event_ring_push(PlegdEventRing *ring, GBytes *line, guint64 *ret_evicted)
+plegd_event_ring_push(PlegdEventRing *ring, GBytes *line, const PlegPodLifecycleEvent *event,
+                      guint64 *ret_evicted)
 {
     guint64 seq = ring->next;
-    GBytes **slot = &ring->slots[(seq - 1) % ring->capacity];
+    Slot *slot = &ring->slots[(seq - 1) % ring->capacity];
     guint64 evicted = 0;
 
     if (ring->next - ring->oldest == ring->capacity) {
         evicted = ring->oldest;
         ring->oldest++;
     }
-    g_clear_pointer(slot, g_bytes_unref);
-    *slot = g_bytes_ref(line);
+    g_clear_pointer(&slot->line, g_bytes_unref);
+    g_clear_pointer(&slot->key, plegd_event_key_free);
+    slot->line = g_bytes_ref(line);
+    slot->key = plegd_event_key_new(event);
     ring->next++;
     if (ret_evicted)
         *ret_evicted = evicted;
@@ -78,7 +89,15 @@ plegd_event_ring_lookup(PlegdEventRing *ring, guint64 seq)
 {
     if (seq < ring->oldest || seq >= ring->next)
         return NULL;
-    return ring->slots[(seq - 1) % ring->capacity];
+    return ring->slots[(seq - 1) % ring->capacity].line;
+}
+
+const PlegdEventKey *
+plegd_event_ring_lookup_key(PlegdEventRing *ring, guint64 seq)
+{
+    if (seq < ring->oldest || seq >= ring->next)
+        return NULL;
+    return ring->slots[(seq - 1) % ring->capacity].key;
 }
 
 gboolean

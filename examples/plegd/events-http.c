@@ -4,7 +4,9 @@
  * a ring that also serves ?since=SEQ.  A client's unsent events are the ring's lines after its
  * cursor: plegd copies at most one chunk (PLEGD_EVENTS_CHUNK_BYTES) per client, so memory does not
  * grow with clients times events.  A client whose next unsent line falls out of the ring is cut
- * off.  Everything runs in the main context of the HTTP server.
+ * off.  A client's filter is matched once against each event its cursor passes, on the key the
+ * ring keeps beside the line; a bounded read (follow=false, until_time) ends its body.
+ * Everything runs in the main context of the HTTP server.
  */
 #include <json-glib/json-glib.h>
 #include <sys/socket.h>
@@ -23,6 +25,9 @@
 
 /* Bytes a client may send during its stream that are read and dropped per wake-up. */
 #define DRAIN_BYTES (16 * 4096)
+/* Events a client's cursor passes in one go at most (most of them not matching its filter), so
+ * that a filter that matches little of a large ring does not hold up the main loop. */
+#define SCAN_BUDGET 65536
 
 typedef struct _Subscriber Subscriber;
 
@@ -50,11 +55,18 @@ struct _Subscriber {
     GList *link;
     SoupServerMessage *msg;
     GSocket *socket;
-    guint64 next_seq;   /* the first seq not handed to libsoup yet */
+    guint64 next_seq;   /* the first seq not handed to libsoup yet (nor skipped) */
     gboolean in_flight; /* a chunk handed to libsoup and not written yet */
     gboolean ending;    /* the body is complete: nothing more is added */
     GSource *watch;     /* the client's side of the socket: its end shows it went away */
     GSource *grace;     /* after a cut-off: closes the socket when the client does not read */
+
+    PlegdEventFilter *filter; /* NULL: every event */
+    gboolean follow;          /* FALSE: the body ends at history_end */
+    guint64 history_end;      /* the ring's next seq when the request came (or until_time did) */
+    gboolean has_until;
+    gint64 until_ns;      /* until_time: later events are not sent; a live one ends the stream */
+    GSource *until_timer; /* ends a live stream when the wall clock passes until_ns */
 };
 
 static void schedule_flush(PlegdEvents *events);
@@ -106,6 +118,8 @@ subscriber_free(Subscriber *sub)
     pleg_metric_set(events->clients, NULL, events->n_subscribers);
     destroy_source(&sub->watch);
     destroy_source(&sub->grace);
+    destroy_source(&sub->until_timer);
+    plegd_event_filter_free(sub->filter);
     g_signal_handlers_disconnect_by_data(sub->msg, sub);
     g_object_unref(sub->msg);
     g_clear_object(&sub->socket);
@@ -197,43 +211,87 @@ cut_off(Subscriber *sub)
     end_with_error(sub, REASON_SLOW_CONSUMER, message);
 }
 
-/* Hands libsoup the next chunk of lines, when it wrote the previous one. */
+/* Whether @sub is to get the event @seq of @key, ending aside: the one match of @sub's filter
+ * against that event, as @sub's cursor passes it (or as it leaves the ring before). */
+static gboolean
+wants(Subscriber *sub, guint64 seq, const PlegdEventKey *key)
+{
+    if (!sub->follow && seq >= sub->history_end)
+        return FALSE;
+    if (sub->has_until && key->time_ns > sub->until_ns)
+        return FALSE;
+    return !sub->filter || plegd_event_filter_match(sub->filter, key);
+}
+
+/* Hands libsoup the next chunk of lines @sub wants, when it wrote the previous one; ends a
+ * bounded read once it has everything. */
 static void
 flush_subscriber(Subscriber *sub)
 {
     PlegdEventRing *ring = sub->events->ring;
     guint64 next = plegd_event_ring_get_next_seq(ring);
+    guint64 end = sub->follow ? next : MIN(next, sub->history_end);
     g_autoptr(GByteArray) chunk = NULL;
-    GBytes *first;
+    GBytes *first = NULL;
+    gsize size = 0;
+    guint scanned = 0;
+    gboolean past_until = FALSE;
 
-    if (sub->in_flight || sub->ending || sub->next_seq >= next)
+    if (sub->in_flight || sub->ending)
         return;
-    first = plegd_event_ring_lookup(ring, sub->next_seq);
-    g_return_if_fail(first != NULL); /* publish() cuts off whoever lags this far */
+    for (; sub->next_seq < end && scanned < SCAN_BUDGET; sub->next_seq++, scanned++) {
+        GBytes *line;
+        gsize line_size;
 
-    sub->next_seq++;
-    if (sub->next_seq == next ||
-        g_bytes_get_size(first) + g_bytes_get_size(plegd_event_ring_lookup(ring, sub->next_seq)) >
-            PLEGD_EVENTS_CHUNK_BYTES) {
-        soup_message_body_append_bytes(soup_server_message_get_response_body(sub->msg), first);
-    } else {
-        chunk = g_byte_array_sized_new(PLEGD_EVENTS_CHUNK_BYTES);
-        g_byte_array_append(chunk, g_bytes_get_data(first, NULL), g_bytes_get_size(first));
-        for (; sub->next_seq < next; sub->next_seq++) {
-            GBytes *line = plegd_event_ring_lookup(ring, sub->next_seq);
-            gsize size = g_bytes_get_size(line);
+        if (sub->filter || sub->has_until) {
+            const PlegdEventKey *key = plegd_event_ring_lookup_key(ring, sub->next_seq);
 
-            if (chunk->len + size > PLEGD_EVENTS_CHUNK_BYTES)
+            g_return_if_fail(key != NULL); /* publish() cuts off whoever lags this far */
+            /* A live event later than until_time ends the stream; the ring's history may hold
+             * later ones before earlier ones (the wall clock stepped back): skipped. */
+            if (sub->has_until && key->time_ns > sub->until_ns &&
+                sub->next_seq >= sub->history_end) {
+                past_until = TRUE;
                 break;
-            g_byte_array_append(chunk, g_bytes_get_data(line, NULL), size);
+            }
+            if (!wants(sub, sub->next_seq, key))
+                continue;
         }
+        line = plegd_event_ring_lookup(ring, sub->next_seq);
+        g_return_if_fail(line != NULL);
+        line_size = g_bytes_get_size(line);
+        if (first && size + line_size > PLEGD_EVENTS_CHUNK_BYTES)
+            break;
+        if (!first) {
+            first = line;
+        } else {
+            if (!chunk) {
+                chunk = g_byte_array_sized_new(PLEGD_EVENTS_CHUNK_BYTES);
+                g_byte_array_append(chunk, g_bytes_get_data(first, NULL), size);
+            }
+            g_byte_array_append(chunk, g_bytes_get_data(line, NULL), line_size);
+        }
+        size += line_size;
+    }
+
+    if (chunk) {
         gsize len;
         guint8 *data = g_byte_array_steal(chunk, &len);
 
         soup_message_body_append_take(soup_server_message_get_response_body(sub->msg), data, len);
+    } else if (first) {
+        soup_message_body_append_bytes(soup_server_message_get_response_body(sub->msg), first);
     }
-    sub->in_flight = TRUE;
-    soup_server_message_unpause(sub->msg);
+    if (first) {
+        sub->in_flight = TRUE;
+        soup_server_message_unpause(sub->msg);
+    }
+    if (past_until || (!sub->follow && sub->next_seq >= sub->history_end)) {
+        g_debug("a bounded /events stream ends at seq %" G_GUINT64_FORMAT, sub->next_seq);
+        end_stream(sub);
+    } else if (!first && sub->next_seq < end) {
+        schedule_flush(sub->events); /* out of budget: the rest after other sources ran */
+    }
 }
 
 static void
@@ -242,8 +300,31 @@ on_wrote_chunk(SoupServerMessage *msg, gpointer data)
     Subscriber *sub = data;
 
     sub->in_flight = FALSE;
-    if (!sub->ending && sub->next_seq < plegd_event_ring_get_next_seq(sub->events->ring))
+    if (!sub->ending &&
+        (!sub->follow || sub->next_seq < plegd_event_ring_get_next_seq(sub->events->ring)))
         schedule_flush(sub->events);
+}
+
+/* until_time came on the wall clock: what was published until now is the stream's last. */
+static gboolean
+on_until(gpointer data)
+{
+    Subscriber *sub = data;
+    gint64 left_ms = (sub->until_ns - g_get_real_time() * 1000) / 1000000;
+
+    g_clear_pointer(&sub->until_timer, g_source_unref);
+    if (left_ms > 0) {
+        /* The monotonic timer ran ahead of the wall clock (or it was set for more than 49
+         * days): wait for the rest. */
+        sub->until_timer = g_timeout_source_new((guint)MIN(left_ms + 1, G_MAXUINT));
+        g_source_set_callback(sub->until_timer, on_until, sub, NULL);
+        g_source_attach(sub->until_timer, sub->events->context);
+        return G_SOURCE_REMOVE;
+    }
+    sub->follow = FALSE;
+    sub->history_end = plegd_event_ring_get_next_seq(sub->events->ring);
+    flush_subscriber(sub);
+    return G_SOURCE_REMOVE;
 }
 
 /* The message is done: the client went away, or its stream ended. */
@@ -396,24 +477,38 @@ plegd_events_get_n_clients(PlegdEvents *events)
     return events->n_subscribers;
 }
 
+/* The oldest event is about to leave the ring: a client whose cursor has not passed it yet
+ * skips it when it does not want it, and is cut off when it would miss it. */
+static void
+before_eviction(PlegdEvents *events)
+{
+    guint64 oldest = plegd_event_ring_get_oldest_seq(events->ring);
+    const PlegdEventKey *key = plegd_event_ring_lookup_key(events->ring, oldest);
+
+    for (GList *l = events->subscribers; l; l = l->next) {
+        Subscriber *sub = l->data;
+
+        if (sub->ending || sub->next_seq > oldest)
+            continue;
+        if (wants(sub, oldest, key))
+            cut_off(sub);
+        else
+            sub->next_seq = oldest + 1;
+    }
+}
+
 GBytes *
 plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event)
 {
-    guint64 seq = plegd_event_ring_get_next_seq(events->ring);
+    PlegdEventRing *ring = events->ring;
+    guint64 seq = plegd_event_ring_get_next_seq(ring);
     GBytes *line = plegd_event_to_line(event, seq);
-    guint64 evicted;
 
-    plegd_event_ring_push(events->ring, line, &evicted);
+    if (events->subscribers &&
+        seq - plegd_event_ring_get_oldest_seq(ring) == plegd_event_ring_get_capacity(ring))
+        before_eviction(events);
+    plegd_event_ring_push(ring, line, event, NULL);
     pleg_metric_series_set(events->last_seq, (double)seq);
-
-    if (evicted != 0) {
-        for (GList *l = events->subscribers; l; l = l->next) {
-            Subscriber *sub = l->data;
-
-            if (!sub->ending && sub->next_seq <= evicted)
-                cut_off(sub);
-        }
-    }
     if (events->subscribers)
         schedule_flush(events);
     return line;
@@ -428,56 +523,125 @@ respond(SoupServerMessage *msg, guint status, const char *content_type, char *bo
     soup_server_message_set_response(msg, content_type, SOUP_MEMORY_TAKE, body, strlen(body));
 }
 
-/* /events?since=SEQ&instance=ID: each at most once, nothing else. */
+/* What a request for /events asks for. */
+typedef struct {
+    gboolean has_since;
+    guint64 since;
+    char *instance;
+    gboolean follow;
+    PlegdEventFilter *filter;
+} Request;
+
+static void
+request_clear(Request *request)
+{
+    g_clear_pointer(&request->instance, g_free);
+    g_clear_pointer(&request->filter, plegd_event_filter_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Request, request_clear)
+
+#define PARAMETERS                                                                                 \
+    "since, instance, follow, type, namespace, pod, pod_uid, container, sandbox, since_time and "  \
+    "until_time"
+
+/* since, instance and follow at most once each; the filter's keys; nothing else. */
 static gboolean
-parse_query(const char *query, gboolean *ret_has_since, guint64 *ret_since, char **ret_instance,
-            GError **error)
+parse_query(const char *query, gint64 now_ns, Request *ret_request, GError **error)
 {
     g_autoptr(GPtrArray) params = plegd_http_parse_query(query, error);
-    gboolean has_instance = FALSE;
+    gboolean has_instance = FALSE, has_follow = FALSE;
 
-    *ret_has_since = FALSE;
-    *ret_instance = NULL;
+    ret_request->follow = TRUE;
+    ret_request->filter = plegd_event_filter_new(now_ns);
     if (!params)
         return FALSE;
     for (guint i = 0; i < params->len; i += 2) {
         const char *name = params->pdata[i];
-        g_autofree char *value = g_strdup(params->pdata[i + 1]);
+        const char *value = params->pdata[i + 1];
         g_autofree char *shown = pleg_log_text(name, -1, 0);
         g_autoptr(GError) local_error = NULL;
 
-        if ((g_str_equal(name, "since") && *ret_has_since) ||
-            (g_str_equal(name, "instance") && has_instance)) {
+        if ((g_str_equal(name, "since") && ret_request->has_since) ||
+            (g_str_equal(name, "instance") && has_instance) ||
+            (g_str_equal(name, "follow") && has_follow)) {
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                         "query parameter \"%s\" given more than once", shown);
             return FALSE;
         }
         if (g_str_equal(name, "instance")) {
             has_instance = TRUE;
-            g_free(*ret_instance);
-            *ret_instance = g_steal_pointer(&value);
-            continue;
-        }
-        if (!g_str_equal(name, "since")) {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "unknown query parameter \"%s\" (/events takes since=SEQ and "
-                        "instance=ID)",
-                        shown);
-            return FALSE;
-        }
-        if (!g_ascii_string_to_unsigned(value, 10, 0, G_MAXINT64, ret_since, &local_error)) {
-            g_autofree char *shown_value = pleg_log_text(value, -1, 0);
-            /* GLib's reason quotes the value again, raw. */
-            g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
+            ret_request->instance = g_strdup(value);
+        } else if (g_str_equal(name, "follow")) {
+            has_follow = TRUE;
+            if (!g_str_equal(value, "true") && !g_str_equal(value, "false")) {
+                g_autofree char *shown_value = pleg_log_text(value, -1, 0);
 
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid since \"%s\": %s (expected the seq of the last event seen)",
-                        shown_value, why);
+                g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                            "invalid follow \"%s\": expected true (the default: live events "
+                            "after the history) or false (the history only, then the end)",
+                            shown_value);
+                return FALSE;
+            }
+            ret_request->follow = g_str_equal(value, "true");
+        } else if (g_str_equal(name, "since")) {
+            if (!g_ascii_string_to_unsigned(value, 10, 0, G_MAXINT64, &ret_request->since,
+                                            &local_error)) {
+                g_autofree char *shown_value = pleg_log_text(value, -1, 0);
+                /* GLib's reason quotes the value again, raw. */
+                g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
+
+                g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                            "invalid since \"%s\": %s (expected the seq of the last event seen)",
+                            shown_value, why);
+                return FALSE;
+            }
+            ret_request->has_since = TRUE;
+        } else if (!plegd_event_filter_add(ret_request->filter, name, value, &local_error)) {
+            if (g_error_matches(local_error, G_OPTION_ERROR, G_OPTION_ERROR_UNKNOWN_OPTION))
+                g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                            "%s (/events takes " PARAMETERS ")", local_error->message);
+            else
+                g_propagate_error(error, g_steal_pointer(&local_error));
             return FALSE;
         }
-        *ret_has_since = TRUE;
     }
+    if (plegd_event_filter_is_empty(ret_request->filter))
+        g_clear_pointer(&ret_request->filter, plegd_event_filter_free);
     return TRUE;
+}
+
+/* 410 with {"error", "reason":"gone", "oldest_seq", "newest_seq"[, "oldest_time"]}. */
+static void
+respond_gone(PlegdEvents *events, SoupServerMessage *msg, const char *message)
+{
+    const char *const labels[] = {REASON_GONE};
+    guint64 next = plegd_event_ring_get_next_seq(events->ring);
+    g_autofree char *json =
+        error_json(message, REASON_GONE, "oldest_seq",
+                   plegd_event_ring_get_oldest_seq(events->ring), "newest_seq", next - 1);
+
+    pleg_metric_inc(events->refused, labels);
+    respond(msg, SOUP_STATUS_GONE, JSON_CONTENT_TYPE, g_strconcat(json, "\n", NULL));
+}
+
+/* With since_time and without since: whether the ring holds every event since then.  It does
+ * unless it dropped events and its oldest one is later than since_time. */
+static gboolean
+check_since_time(PlegdEventRing *ring, gint64 since_ns, GError **error)
+{
+    guint64 oldest = plegd_event_ring_get_oldest_seq(ring);
+    const PlegdEventKey *key = plegd_event_ring_lookup_key(ring, oldest);
+    g_autofree char *since_text = NULL, *oldest_text = NULL;
+
+    if (oldest == 1 || !key || key->time_ns <= since_ns)
+        return TRUE;
+    since_text = pleg_time_format_rfc3339(since_ns);
+    oldest_text = pleg_time_format_rfc3339(key->time_ns);
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                "events since %s are no longer all kept: the oldest event kept is seq "
+                "%" G_GUINT64_FORMAT " of %s; relist, then follow /events",
+                since_text, oldest, oldest_text);
+    return FALSE;
 }
 
 gboolean
@@ -487,35 +651,35 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
     g_autoptr(GError) error = NULL;
     SoupMessageHeaders *headers = soup_server_message_get_response_headers(msg);
     gboolean head = g_str_equal(soup_server_message_get_method(msg), SOUP_METHOD_HEAD);
-    g_autofree char *instance = NULL;
-    gboolean has_since;
-    guint64 since = 0;
+    gint64 now_ns = g_get_real_time() * 1000;
+    g_auto(Request) request = {0};
+    guint64 next = plegd_event_ring_get_next_seq(events->ring);
+    gint64 since_ns = 0;
+    gboolean has_since_time;
     Subscriber *sub;
 
     plegd_http_get_target(msg, &path, &query);
     soup_message_headers_replace(headers, "Plegd-Instance", events->instance);
-    if (!parse_query(query, &has_since, &since, &instance, &error)) {
+    if (!parse_query(query, now_ns, &request, &error)) {
         respond(msg, SOUP_STATUS_BAD_REQUEST, TEXT_CONTENT_TYPE,
                 g_strconcat(error->message, "\n", NULL));
         return FALSE;
     }
-    if (instance && !g_str_equal(instance, events->instance)) {
-        g_autofree char *shown = pleg_log_text(instance, -1, 0);
+    has_since_time = request.filter && plegd_event_filter_get_since_time(request.filter, &since_ns);
+    if (request.instance && !g_str_equal(request.instance, events->instance)) {
+        g_autofree char *shown = pleg_log_text(request.instance, -1, 0);
 
         g_set_error(&error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
                     "instance %s is not this plegd (%s): plegd restarted, its seqs start again "
                     "at 1; relist, then follow /events",
                     shown, events->instance);
     }
-    if (error || (has_since && !plegd_event_ring_check_since(events->ring, since, &error))) {
-        const char *const labels[] = {REASON_GONE};
-        guint64 next = plegd_event_ring_get_next_seq(events->ring);
-        g_autofree char *json =
-            error_json(error->message, REASON_GONE, "oldest_seq",
-                       plegd_event_ring_get_oldest_seq(events->ring), "newest_seq", next - 1);
-
-        pleg_metric_inc(events->refused, labels);
-        respond(msg, SOUP_STATUS_GONE, JSON_CONTENT_TYPE, g_strconcat(json, "\n", NULL));
+    /* After since, since_time only selects: the ring holds everything after since. */
+    if (error ||
+        (request.has_since && !plegd_event_ring_check_since(events->ring, request.since, &error)) ||
+        (!request.has_since && has_since_time &&
+         !check_since_time(events->ring, since_ns, &error))) {
+        respond_gone(events, msg, error->message);
         return FALSE;
     }
     if (events->n_subscribers >= events->max_clients) {
@@ -552,7 +716,28 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
     if (sub->socket && !g_socket_set_option(sub->socket, SOL_SOCKET, SO_SNDBUF,
                                             PLEGD_EVENTS_SOCKET_SNDBUF, &error))
         g_debug("cannot set SO_SNDBUF of an /events connection: %s, ignoring", error->message);
-    sub->next_seq = has_since ? since + 1 : plegd_event_ring_get_next_seq(events->ring);
+    sub->follow = request.follow;
+    sub->history_end = next;
+    if (request.filter)
+        sub->has_until = plegd_event_filter_get_until_time(request.filter, &sub->until_ns);
+    sub->filter = g_steal_pointer(&request.filter);
+    if (sub->has_until && sub->follow) {
+        if (sub->until_ns <= now_ns) {
+            sub->follow = FALSE; /* it passed: the history until then */
+        } else {
+            sub->until_timer =
+                g_timeout_source_new((guint)MIN((sub->until_ns - now_ns) / 1000000 + 1, G_MAXUINT));
+            g_source_set_callback(sub->until_timer, on_until, sub, NULL);
+            g_source_attach(sub->until_timer, events->context);
+        }
+    }
+    /* Without since: live events only, unless since_time or a bounded read asks for history. */
+    if (request.has_since)
+        sub->next_seq = request.since + 1;
+    else if (has_since_time || !sub->follow)
+        sub->next_seq = plegd_event_ring_get_oldest_seq(events->ring);
+    else
+        sub->next_seq = next;
     events->subscribers = g_list_prepend(events->subscribers, sub);
     sub->link = events->subscribers;
     events->n_subscribers++;
@@ -564,8 +749,9 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
         g_source_set_callback(sub->watch, G_SOURCE_FUNC(on_socket_readable), sub, NULL);
         g_source_attach(sub->watch, events->context);
     }
-    g_debug("an /events stream starts at seq %" G_GUINT64_FORMAT, sub->next_seq);
-    if (sub->next_seq < plegd_event_ring_get_next_seq(events->ring))
+    g_debug("an /events stream starts at seq %" G_GUINT64_FORMAT "%s%s", sub->next_seq,
+            sub->filter ? ", filtered" : "", sub->follow ? "" : ", bounded");
+    if (sub->next_seq < next || !sub->follow)
         schedule_flush(events);
     return TRUE;
 }

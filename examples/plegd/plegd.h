@@ -329,6 +329,105 @@ void plegd_relist_monitor_stopping(PlegdRelistMonitor *monitor);
 /** Returns: whether READY=1 was sent. */
 gboolean plegd_relist_monitor_is_ready(PlegdRelistMonitor *monitor);
 
+/* event-filter.c: what GET /events?type=...&namespace=... selects. */
+
+/**
+ * PlegdEventKey:
+ * @time_ns: #PlegPodLifecycleEvent.time_ns: when libpleg saw the change, Unix ns.
+ * @type: the event's #PlegPodLifecycleEventType.
+ * @sandbox: #PlegEventDetails.sandbox.
+ * @pod_namespace: (nullable): #PlegEventDetails.pod_namespace.
+ * @pod_name: (nullable): #PlegEventDetails.pod_name.
+ * @pod_uid: (nullable): #PlegPodLifecycleEvent.pod_uid.
+ * @container_name: (nullable): #PlegEventDetails.container_name.
+ *
+ * What the filters of /events look at in an event, copied into one allocation (the strings
+ * follow the struct), so that the ring keeps it beside the event's line instead of the event.
+ */
+typedef struct {
+    gint64 time_ns;
+    PlegPodLifecycleEventType type;
+    gboolean sandbox;
+    const char *pod_namespace;
+    const char *pod_name;
+    const char *pod_uid;
+    const char *container_name;
+} PlegdEventKey;
+
+/** Returns: (transfer full): @event's key; free with plegd_event_key_free(). */
+PlegdEventKey *plegd_event_key_new(const PlegPodLifecycleEvent *event);
+/* NULL-safe. */
+void plegd_event_key_free(PlegdEventKey *key);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdEventKey, plegd_event_key_free)
+
+/* A filter value longer than this is refused (Kubernetes names are at most 253 bytes). */
+#define PLEGD_EVENTS_FILTER_MAX_VALUE 1024
+/* Filter values in one request at most: a client's match costs at most this many compares. */
+#define PLEGD_EVENTS_FILTER_MAX_VALUES 64
+
+typedef struct _PlegdEventFilter PlegdEventFilter;
+
+/**
+ * plegd_event_filter_new:
+ * @now_ns: the wall clock (Unix ns) a duration in since_time or until_time counts back from.
+ *
+ * A filter that matches every event, until plegd_event_filter_add() narrows it.
+ */
+PlegdEventFilter *plegd_event_filter_new(gint64 now_ns);
+/* NULL-safe. */
+void plegd_event_filter_free(PlegdEventFilter *filter);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdEventFilter, plegd_event_filter_free)
+
+/**
+ * plegd_event_filter_add:
+ * @name: a query parameter's name: type, namespace, pod, pod_uid, container, sandbox,
+ *   since_time or until_time.
+ * @value: its value (no NUL: plegd_http_parse_query() refuses %00).
+ *
+ * Adds one parameter: values of one key are alternatives (OR), keys all apply (AND).  type is
+ * ContainerStarted, ContainerDied, ContainerRemoved or PodSync; sandbox true or false;
+ * namespace, pod (name), pod_uid and container (name) compare exactly; since_time and
+ * until_time (each at most once) as plegd_event_filter_parse_time() reads them.
+ *
+ * Returns: %FALSE with %G_OPTION_ERROR_UNKNOWN_OPTION for another @name, or
+ *   %G_OPTION_ERROR_BAD_VALUE naming @name and saying what it accepts: an unknown type, an empty
+ *   value, one longer than %PLEGD_EVENTS_FILTER_MAX_VALUE bytes, more than
+ *   %PLEGD_EVENTS_FILTER_MAX_VALUES values, a bad time; values shown are escaped with
+ *   pleg_log_text().
+ */
+gboolean plegd_event_filter_add(PlegdEventFilter *filter, const char *name, const char *value,
+                                GError **error);
+
+/* Whether nothing was added: every event matches. */
+gboolean plegd_event_filter_is_empty(const PlegdEventFilter *filter);
+
+/**
+ * plegd_event_filter_match:
+ *
+ * Whether the event of @key passes every key given but until_time, which the stream applies
+ * (it ends there).  No allocation: a few integer compares and strcmp() per value given.
+ */
+gboolean plegd_event_filter_match(const PlegdEventFilter *filter, const PlegdEventKey *key);
+
+/* Returns: whether since_time (until_time) was given, and then the time in @ret_ns, Unix ns. */
+gboolean plegd_event_filter_get_since_time(const PlegdEventFilter *filter, gint64 *ret_ns);
+gboolean plegd_event_filter_get_until_time(const PlegdEventFilter *filter, gint64 *ret_ns);
+
+/**
+ * plegd_event_filter_parse_time:
+ * @name: the parameter, for the error.
+ * @value: an RFC 3339 time with its offset ("2026-12-04T17:00:00.5Z", "...+01:00"; read by
+ *   g_date_time_new_from_iso8601(), its fraction to the nanosecond here), or a Go duration
+ *   (pleg_duration_parse()) that counts back from @now_ns: "10m" is ten minutes ago, "-5m"
+ *   five minutes ahead (docker events --since and --until read durations so).
+ * @now_ns: the wall clock, Unix ns.
+ * @ret_ns: (out): the time, Unix ns; untouched on failure.
+ *
+ * Returns: %FALSE with %G_OPTION_ERROR_BAD_VALUE naming @name and saying what is accepted.
+ */
+gboolean plegd_event_filter_parse_time(const char *name, const char *value, gint64 now_ns,
+                                       gint64 *ret_ns, GError **error);
+
 /* event-ring.c: the last event lines, by seq, for GET /events?since=SEQ. */
 
 #define PLEGD_EVENTS_DEFAULT_RING_SIZE 10000
@@ -361,11 +460,13 @@ guint64 plegd_event_ring_get_oldest_seq(PlegdEventRing *ring);
 /**
  * plegd_event_ring_push:
  * @line: (transfer none): the line, newline included; the ring keeps a reference.
+ * @event: the event of @line; the ring keeps its #PlegdEventKey, for filters.
  * @ret_evicted: (out) (optional): the seq of the line dropped to make room, 0 when none was.
  *
  * Returns: the seq @line got: plegd_event_ring_get_next_seq() before the call.
  */
-guint64 plegd_event_ring_push(PlegdEventRing *ring, GBytes *line, guint64 *ret_evicted);
+guint64 plegd_event_ring_push(PlegdEventRing *ring, GBytes *line,
+                              const PlegPodLifecycleEvent *event, guint64 *ret_evicted);
 
 /**
  * plegd_event_ring_lookup:
@@ -374,6 +475,14 @@ guint64 plegd_event_ring_push(PlegdEventRing *ring, GBytes *line, guint64 *ret_e
  *   pushed yet.
  */
 GBytes *plegd_event_ring_lookup(PlegdEventRing *ring, guint64 seq);
+
+/**
+ * plegd_event_ring_lookup_key:
+ *
+ * Returns: (transfer none) (nullable): the key of the event with @seq, %NULL when it was
+ *   dropped or not pushed yet.
+ */
+const PlegdEventKey *plegd_event_ring_lookup_key(PlegdEventRing *ring, guint64 seq);
 
 /**
  * plegd_event_ring_check_since:
@@ -443,8 +552,9 @@ void plegd_events_set_cutoff_grace(PlegdEvents *events, gint64 grace_usec);
 /**
  * plegd_events_publish:
  *
- * Gives @event the next seq, keeps its line in the ring and queues it for every stream.  A
- * stream whose next unsent event is dropped from the ring by this is cut off as a slow consumer.
+ * Gives @event the next seq, keeps its line and its #PlegdEventKey in the ring and queues it
+ * for every stream.  A stream whose next unsent event is dropped from the ring by this is cut off
+ * as a slow consumer, unless its filter would not have sent that event (it skips it then).
  *
  * Returns: (transfer full): the event's JSON line with its seq and its newline, the bytes the
  *   ring keeps (for stdout, plegd_output_write_bytes()).
@@ -456,18 +566,25 @@ guint plegd_events_get_n_clients(PlegdEvents *events);
 
 /**
  * plegd_events_serve:
- * @msg: a GET or HEAD request for /events; its query may hold since=SEQ.
+ * @msg: a GET or HEAD request for /events; its query may hold since=SEQ, instance=ID,
+ *   follow=true|false and the filters of plegd_event_filter_add().
  * @socket: (transfer none) (nullable): the connection's socket: the end of the client's side
  *   ends the stream, and a client cut off is closed through it.  libsoup does not know it
  *   for connections handed to it as streams.
  *
- * Answers 400 for a bad `since` or an unknown parameter, 410 (JSON with oldest_seq and
- * newest_seq) when the events after `since` are no longer kept or `instance` names another
- * plegd process, 503 when %max_clients streams are served; else 200 with a stream of lines
- * (HEAD: the headers only).  Every answer carries the Plegd-Instance header.
+ * Answers 400 for a bad value (the message names the parameter and says what it accepts) or an
+ * unknown parameter, 410 (JSON with oldest_seq and newest_seq) when the events after `since`,
+ * or without `since` those at or after `since_time`, are no longer all kept, or `instance`
+ * names another plegd process, 503 when %max_clients streams are served; else 200 with a
+ * stream of the lines that pass the filters, each with its global seq (HEAD: the headers only).
+ * The stream starts after `since`, else at the ring's oldest event with `since_time` or
+ * follow=false, else with the next event.  follow=false ends the body after the events the
+ * ring held when the request came; `until_time` sends no later event and ends the body when
+ * the wall clock passes it or a later event is published (at once, as a bounded read, when it
+ * has passed already).  Every answer carries the Plegd-Instance header.
  *
- * Returns: whether @msg became a stream, which ends when the client goes away or is cut off
- *   (the message finishes then).
+ * Returns: whether @msg became a stream, which ends when the client goes away, is cut off or
+ *   got its bounded read (the message finishes then).
  */
 gboolean plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket);
 

@@ -315,6 +315,15 @@ assert_consecutive(Client *client, guint from, guint n, guint64 first_seq)
     }
 }
 
+/* @lines have seq @first_seq, @first_seq + 1, ... */
+static void
+assert_consecutive_lines(GPtrArray *lines, guint64 first_seq)
+{
+    for (guint i = 0; i < lines->len; i++)
+        ck_assert_msg(line_seq(lines->pdata[i]) == first_seq + i, "line %u is %s", i,
+                      (char *)lines->pdata[i]);
+}
+
 /* The value of @name in the answer's headers. */
 static char *
 client_get_header(Client *client, const char *name)
@@ -659,6 +668,543 @@ START_TEST(test_bad_requests)
 }
 END_TEST
 
+/* ---- filters and bounded reads ---- */
+
+static void
+sim_run(const char *command)
+{
+    g_autoptr(GError) error = NULL;
+
+    ck_assert_msg(cri_sim_run_command(fixture.sim, command, NULL, &error), "%s: %s", command,
+                  error ? error->message : "");
+}
+
+/* The lines of a complete answer of GET /events?@query (which ends: follow=false). */
+static GPtrArray *
+read_complete(const char *query)
+{
+    g_autofree char *body = NULL;
+    g_autofree char *target = g_strconcat("?", query, NULL);
+    g_auto(GStrv) lines = NULL;
+    GPtrArray *result = g_ptr_array_new_with_free_func(g_free);
+    guint status = request_events("GET", target, &body, NULL);
+
+    ck_assert_msg(status == 200, "GET /events?%s: %u %s", query, status, body);
+    ck_assert_msg(!body || g_str_has_suffix(body, "\n"), "%s", body);
+    lines = g_strsplit(body ? body : "", "\n", -1);
+    for (char **line = lines; *line && **line; line++)
+        g_ptr_array_add(result, g_strdup(*line));
+    return result;
+}
+
+typedef gboolean (*LinePredicate)(JsonObject *object, gconstpointer data);
+
+/* GET /events?follow=false&@query answers exactly the lines of @all that @predicate selects,
+ * in order; returns how many. */
+static guint
+assert_selects(GPtrArray *all, const char *query, LinePredicate predicate, gconstpointer data)
+{
+    g_autofree char *full_query = g_strconcat("follow=false&", query, NULL);
+    g_autoptr(GPtrArray) got = read_complete(full_query);
+    g_autoptr(GPtrArray) expected = g_ptr_array_new();
+
+    for (guint i = 0; i < all->len; i++) {
+        g_autoptr(JsonObject) object = parse_object(all->pdata[i]);
+
+        if (predicate(object, data))
+            g_ptr_array_add(expected, all->pdata[i]);
+    }
+    for (guint i = 0; i < MAX(got->len, expected->len); i++)
+        ck_assert_msg(i < got->len && i < expected->len &&
+                          g_str_equal(got->pdata[i], expected->pdata[i]),
+                      "?%s: line %u is %s, expected %s", query, i,
+                      i < got->len ? (char *)got->pdata[i] : "(none)",
+                      i < expected->len ? (char *)expected->pdata[i] : "(none)");
+    return got->len;
+}
+
+static gboolean
+member_in(JsonObject *object, const char *member, const char *const *values)
+{
+    const char *value = json_object_has_member(object, member)
+                            ? json_object_get_string_member_with_default(object, member, NULL)
+                            : NULL;
+
+    return value && g_strv_contains(values, value);
+}
+
+static gboolean
+is_type(JsonObject *object, gconstpointer data)
+{
+    return member_in(object, "type", data);
+}
+
+static gboolean
+is_pod_uid(JsonObject *object, gconstpointer data)
+{
+    return member_in(object, "pod_uid", data);
+}
+
+static gboolean
+is_died_of_p1_or_p2(JsonObject *object, gconstpointer data)
+{
+    const char *const died[] = {"ContainerDied", NULL};
+    const char *const uids[] = {"p1", "p2", NULL};
+
+    return member_in(object, "type", died) && member_in(object, "pod_uid", uids);
+}
+
+static gboolean
+time_at_or_after(JsonObject *object, gconstpointer data)
+{
+    /* RFC 3339 with nine digits and Z: compared as text. */
+    return strcmp(json_object_get_string_member(object, "time"), data) >= 0;
+}
+
+static gboolean
+time_at_or_before(JsonObject *object, gconstpointer data)
+{
+    return strcmp(json_object_get_string_member(object, "time"), data) <= 0;
+}
+
+static gboolean
+seq_after(JsonObject *object, gconstpointer data)
+{
+    return (guint64)json_object_get_int_member(object, "seq") > *(const guint64 *)data;
+}
+
+static gboolean
+none(JsonObject *object, gconstpointer data)
+{
+    return FALSE;
+}
+
+/* Two pods of one container each, started, exited and removed: 8 events. */
+static void
+run_two_pods(void)
+{
+    sim_run("pod p1");
+    sim_run("container p1 c1");
+    sim_run("start c1");
+    sim_run("pod p2");
+    sim_run("container p2 c2");
+    sim_run("start c2");
+    wait_metric("plegd_events_last_seq", 4);
+    sim_run("exit c1 3");
+    sim_run("exit c2 4");
+    wait_metric("plegd_events_last_seq", 6);
+    sim_run("rm c1");
+    sim_run("rm c2");
+    wait_metric("plegd_events_last_seq", 8);
+}
+
+/* type and pod_uid, alone, repeated and combined, on the ring's history and on a live stream. */
+START_TEST(test_filter_type_and_pod_uid)
+{
+    const char *const started[] = {"ContainerStarted", NULL};
+    const char *const died_removed[] = {"ContainerDied", "ContainerRemoved", NULL};
+    const char *const p2[] = {"p2", NULL};
+    const char *const p1_p2[] = {"p1", "p2", NULL};
+    g_autoptr(GPtrArray) all = NULL;
+    g_autoptr(Client) live = NULL;
+    g_autoptr(Client) live_none = NULL;
+    guint64 since = 5;
+
+    start_plegd(NULL, NULL);
+    /* follow=false on an empty ring: an empty, complete answer. */
+    all = read_complete("follow=false");
+    ck_assert_uint_eq(all->len, 0);
+    g_clear_pointer(&all, g_ptr_array_unref);
+
+    live = client_open("?type=ContainerDied&type=ContainerRemoved&pod_uid=p1", 0);
+    live_none = client_open("?type=PodSync", 0);
+    client_wait_head(live, 200);
+    client_wait_head(live_none, 200);
+    wait_metric("plegd_events_clients", 2);
+    run_two_pods();
+
+    all = read_complete("follow=false");
+    ck_assert_uint_eq(all->len, 8);
+    assert_consecutive_lines(all, 1);
+
+    ck_assert_uint_eq(assert_selects(all, "type=ContainerStarted", is_type, started), 4);
+    ck_assert_uint_eq(
+        assert_selects(all, "type=ContainerDied&type=ContainerRemoved", is_type, died_removed), 4);
+    ck_assert_uint_eq(assert_selects(all, "pod_uid=p2", is_pod_uid, p2), 4);
+    ck_assert_uint_eq(assert_selects(all, "pod_uid=p1&pod_uid=p2", is_pod_uid, p1_p2), 8);
+    ck_assert_uint_eq(
+        assert_selects(all, "pod_uid=p1&pod_uid=p2&type=ContainerDied", is_died_of_p1_or_p2, NULL),
+        2);
+    ck_assert_uint_eq(assert_selects(all, "pod_uid=p3", none, NULL), 0);
+    ck_assert_uint_eq(assert_selects(all, "type=PodSync", none, NULL), 0);
+    /* since: after the seq, whatever the filter. */
+    ck_assert_uint_eq(assert_selects(all, "since=5", seq_after, &since), 3);
+
+    /* The live stream got p1's death and removal, with their global seqs, and nothing else. */
+    client_wait_lines(live, 2);
+    for (guint i = 0; i < 2; i++) {
+        g_autoptr(JsonObject) object = parse_object(live->lines->pdata[i]);
+
+        ck_assert_str_eq(json_object_get_string_member(object, "pod_uid"), "p1");
+        ck_assert_str_eq(json_object_get_string_member(object, "type"),
+                         i == 0 ? "ContainerDied" : "ContainerRemoved");
+        ck_assert(g_ptr_array_find_with_equal_func(all, live->lines->pdata[i], g_str_equal, NULL));
+    }
+    /* Another pod's death and removal do not come; p1's next death comes as the third line. */
+    g_clear_pointer(&live_none, client_free);
+    sim_run("pod p1b");
+    sim_run("container p1b c1b");
+    sim_run("start c1b");
+    wait_metric("plegd_events_last_seq", 10);
+    sim_run("exit c1b 0");
+    wait_metric("plegd_events_last_seq", 11);
+    sim_run("rm c1b");
+    wait_metric("plegd_events_last_seq", 12);
+    sim_run("container p1 c1x");
+    sim_run("start c1x");
+    wait_metric("plegd_events_last_seq", 13);
+    sim_run("exit c1x 0");
+    client_wait_lines(live, 3);
+    {
+        g_autoptr(JsonObject) object = parse_object(live->lines->pdata[2]);
+
+        ck_assert_str_eq(json_object_get_string_member(object, "container_id"), "c1x");
+        ck_assert_str_eq(json_object_get_string_member(object, "type"), "ContainerDied");
+        ck_assert_int_eq(json_object_get_int_member(object, "seq"), 14);
+    }
+    ck_assert_uint_eq(live->lines->len, 3);
+    ck_assert(!live->eof);
+}
+END_TEST
+
+/* A filtered stream keeps the global seq: since=SEQ resumes it exactly across the ring's wrap; a
+ * client whose filter matches nothing of a flood is never cut off, even if it reads nothing. */
+START_TEST(test_filter_since_across_wrap)
+{
+    g_autoptr(Client) watcher = NULL;
+    g_autoptr(Client) idle = NULL;
+    g_autoptr(Client) resumed = NULL;
+    g_autoptr(Client) gone = NULL;
+    g_autoptr(JsonObject) died = NULL;
+    g_autofree char *query = NULL;
+    guint64 died_seq;
+
+    start_plegd("--events-ring-size=1000", NULL);
+    sim_run("pod w");
+    sim_run("container w wc");
+    sim_run("start wc");
+    wait_metric("plegd_events_last_seq", 2);
+
+    watcher = client_open("?pod_uid=w&since=0", 0);
+    idle = client_open("?pod_uid=nobody", 4096);
+    client_wait_lines(watcher, 2);
+    client_wait_head(idle, 200);
+
+    /* 600 events, w's death, 600 more: the ring (1000) wraps past the death's neighbours. */
+    add_pods(300);
+    wait_metric("plegd_events_last_seq", 602);
+    sim_run("exit wc 9");
+    wait_metric("plegd_events_last_seq", 603);
+    add_pods(300);
+    wait_metric("plegd_events_last_seq", 1203);
+
+    client_wait_lines(watcher, 3);
+    died = parse_object(watcher->lines->pdata[2]);
+    ck_assert_str_eq(json_object_get_string_member(died, "type"), "ContainerDied");
+    died_seq = (guint64)json_object_get_int_member(died, "seq");
+    ck_assert_uint_eq(died_seq, 603);
+    g_clear_pointer(&watcher, client_free);
+
+    /* Missed while away: 200 more events, then w's removal. */
+    add_pods(100);
+    wait_metric("plegd_events_last_seq", 1403);
+    sim_run("rm wc");
+    wait_metric("plegd_events_last_seq", 1404);
+
+    /* Resumed after its last seq: exactly the removal, though 800 events came between. */
+    query = g_strdup_printf("?pod_uid=w&since=%" G_GUINT64_FORMAT, died_seq);
+    resumed = client_open(query, 0);
+    client_wait_lines(resumed, 1);
+    {
+        g_autoptr(JsonObject) removed = parse_object(resumed->lines->pdata[0]);
+
+        ck_assert_str_eq(json_object_get_string_member(removed, "type"), "ContainerRemoved");
+        ck_assert_int_eq(json_object_get_int_member(removed, "seq"), 1404);
+    }
+
+    /* The 410 rules are those of an unfiltered stream. */
+    gone = client_open("?pod_uid=w&since=2", 0);
+    client_wait_eof(gone);
+    ck_assert_uint_eq(gone->status, 410);
+    ck_assert_msg(strstr(gone->raw->str, "\"oldest_seq\":405"), "%s", gone->raw->str);
+
+    /* The client that read nothing had nothing to read: still connected, never cut off. */
+    ck_assert_double_eq(
+        get_metric("plegd_events_clients_disconnected_total{reason=\"slow_consumer\"}"), 0);
+    ck_assert_double_eq(get_metric("plegd_events_clients"), 2);
+    client_read(idle, 0);
+    ck_assert(!idle->eof);
+    ck_assert_uint_eq(idle->lines->len, 0);
+
+    /* since_time before the oldest event kept: 410, naming it; at its time: complete. */
+    {
+        g_autofree char *body = NULL;
+        g_autoptr(GPtrArray) oldest = read_complete("follow=false");
+        g_autoptr(JsonObject) first = parse_object(oldest->pdata[0]);
+        g_autofree char *at_oldest = g_strconcat(
+            "?follow=false&since_time=", json_object_get_string_member(first, "time"), NULL);
+        g_autoptr(GPtrArray) from_oldest = NULL;
+
+        ck_assert_int_eq(json_object_get_int_member(first, "seq"), 405);
+        ck_assert_uint_eq(request_events("GET", "?since_time=1h&follow=false", &body, NULL), 410);
+        ck_assert_msg(
+            strstr(body, "are no longer all kept: the oldest event kept is seq 405 of ") &&
+                strstr(body, "\"reason\":\"gone\"") && strstr(body, "\"oldest_seq\":405"),
+            "%s", body);
+        from_oldest = read_complete(at_oldest + 1);
+        ck_assert_uint_eq(from_oldest->len, oldest->len);
+    }
+}
+END_TEST
+
+/* follow=false, since_time and until_time: bounded reads that end. */
+START_TEST(test_bounded_reads)
+{
+    g_autoptr(GPtrArray) all = NULL;
+    g_autoptr(Client) until_soon = NULL;
+    g_autoptr(Client) until_past = NULL;
+    g_autoptr(JsonObject) third = NULL;
+    const char *third_time;
+    g_autofree char *query = NULL;
+    guint n;
+
+    start_plegd(NULL, NULL);
+    run_two_pods();
+    all = read_complete("follow=false");
+    ck_assert_uint_eq(all->len, 8);
+    third = parse_object(all->pdata[2]);
+    third_time = json_object_get_string_member(third, "time");
+
+    /* since_time: at or after, to the nanosecond; a duration counts back from now. */
+    query = g_strconcat("since_time=", third_time, NULL);
+    n = assert_selects(all, query, time_at_or_after, third_time);
+    ck_assert_uint_ge(n, 6);
+    ck_assert_uint_eq(assert_selects(all, "since_time=1h", time_at_or_after, ""), 8);
+    ck_assert_uint_eq(assert_selects(all, "since_time=-1h", none, NULL), 0);
+    ck_assert_uint_eq(
+        assert_selects(all, "since_time=2000-01-01T00:00:00%2B01:00", time_at_or_after, ""), 8);
+    g_clear_pointer(&query, g_free);
+
+    /* until_time in the past: the history up to it, then the end, follow or not. */
+    query = g_strconcat("until_time=", third_time, NULL);
+    n = assert_selects(all, query, time_at_or_before, third_time);
+    ck_assert_uint_ge(n, 3);
+    g_clear_pointer(&query, g_free);
+    query = g_strconcat("?until_time=", third_time, NULL);
+    until_past = client_open(query, 0);
+    client_wait_eof(until_past);
+    ck_assert(until_past->body_done);
+    ck_assert_uint_eq(until_past->lines->len, n);
+
+    /* The bounded read of doc/events.md, with curl and jq: the answer ends. */
+    {
+        const char *script =
+            "curl -s \"$0/events?follow=false&type=ContainerDied&since_time=10m\" | "
+            "jq -r '[.seq, .time, .pod_uid, .container_id, .exit_code, .reason] | @tsv'";
+        g_autoptr(GSubprocess) pipeline = NULL;
+        g_autoptr(GError) error = NULL;
+        g_autofree char *out = NULL;
+        g_auto(GStrv) rows = NULL;
+
+        pipeline = g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error, "sh", "-c", script,
+                                    fixture.base, NULL);
+        ck_assert_msg(pipeline, "%s", error ? error->message : "");
+        ck_assert_msg(g_subprocess_communicate_utf8(pipeline, NULL, NULL, &out, NULL, &error), "%s",
+                      error ? error->message : "");
+        ck_assert(g_subprocess_get_if_exited(pipeline));
+        ck_assert_int_eq(g_subprocess_get_exit_status(pipeline), 0);
+        rows = g_strsplit(out, "\n", -1);
+        ck_assert_msg(g_strv_length(rows) == 3 && *rows[2] == '\0', "%s", out);
+        for (guint i = 0; i < 2; i++) {
+            g_auto(GStrv) fields = g_strsplit(rows[i], "\t", -1);
+
+            ck_assert_msg(g_strv_length(fields) == 6, "%s", rows[i]);
+            ck_assert(g_str_equal(fields[3], "c1") || g_str_equal(fields[3], "c2"));
+            ck_assert_str_eq(fields[4], g_str_equal(fields[3], "c1") ? "3" : "4");
+        }
+    }
+
+    /* until_time ahead: live events until the wall clock passes it, then the end. */
+    until_soon = client_open("?until_time=-1s&since=8", 0);
+    client_wait_head(until_soon, 200);
+    sim_run("pod p3");
+    sim_run("container p3 c3");
+    sim_run("start c3");
+    client_wait_eof(until_soon);
+    ck_assert(until_soon->body_done);
+    for (guint i = 0; i < until_soon->lines->len; i++)
+        ck_assert_uint_gt(line_seq(until_soon->lines->pdata[i]), 8);
+}
+END_TEST
+
+/* Bad filter values: 400 naming the key and saying what is accepted. */
+START_TEST(test_filter_bad_values)
+{
+    static const struct {
+        const char *query;
+        const char *needle;
+    } cases[] = {
+        {"?type=ContainerExploded",
+         "invalid type \"ContainerExploded\": expected ContainerStarted, ContainerDied, "
+         "ContainerRemoved or PodSync"},
+        {"?sandbox=maybe", "invalid sandbox \"maybe\": expected true or false"},
+        {"?since_time=10x", "invalid since_time \"10x\": expected an RFC 3339 time"},
+        {"?until_time=tomorrow", "invalid until_time \"tomorrow\""},
+        {"?since_time=1m&since_time=2m", "query parameter \"since_time\" given more than once"},
+        {"?follow=maybe", "invalid follow \"maybe\": expected true"},
+        {"?follow=false&follow=true", "query parameter \"follow\" given more than once"},
+        {"?namespace=", "invalid namespace \"\": empty"},
+        {"?namespace=shop%00evil", "malformed query parameter \"namespace=shop%00evil\""},
+        {"?pod=web&%00=1", "malformed query parameter"},
+        {"?label=app", "unknown query parameter \"label\" (/events takes since, instance, follow, "
+                       "type, namespace, pod, pod_uid, container, sandbox, since_time and "
+                       "until_time)"},
+    };
+    g_autofree char *long_value = g_strnfill(60 * 1024, 'a');
+    g_autofree char *long_query = g_strconcat("?type=ContainerDied&container=", long_value, NULL);
+    g_autofree char *huge_value = g_strnfill(100 * 1024, 'a');
+    g_autofree char *huge_query = g_strconcat("?container=", huge_value, NULL);
+    g_autoptr(Client) huge = NULL;
+    g_autofree char *body = NULL;
+
+    start_plegd(NULL, NULL);
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        ck_assert_uint_eq(request_events("GET", cases[i].query, &body, NULL), 400);
+        ck_assert_msg(strstr(body, cases[i].needle), "%s: %s", cases[i].query, body);
+        g_clear_pointer(&body, g_free);
+    }
+    ck_assert_uint_eq(request_events("GET", long_query, &body, NULL), 400);
+    ck_assert_msg(strstr(body, "invalid container \"aaaa") &&
+                      strstr(body, "61440 bytes, at most 1024 accepted") && strlen(body) < 1024,
+                  "%.2000s", body);
+    /* A request line past libsoup's 64 KiB of request headers never reaches plegd: libsoup closes
+     * the connection without an answer (the unit test checks plegd's own 400 for 100 KB). */
+    huge = client_open(huge_query, 0);
+    client_wait_eof(huge);
+    ck_assert(!huge->head_done);
+    /* Nothing was served meanwhile. */
+    ck_assert_double_eq(get_metric("plegd_events_clients"), 0);
+}
+END_TEST
+
+/* namespace, pod, container and sandbox, and the issue's bounded read with curl.  These need the
+ * names libpleg puts in each event (PlegEventDetails): without them, every such filter matches
+ * nothing, and the test says so and checks only that. */
+static const char *
+pod_spec_add(const char *uid, const char *ns, const char *name)
+{
+    g_autoptr(GError) error = NULL;
+    CriSimPodSpec spec = {.uid = uid, .name = name, .namespace_ = ns};
+
+    ck_assert_msg(cri_sim_add_pod_full(fixture.sim, &spec, NULL, &error), "%s",
+                  error ? error->message : "");
+    return uid;
+}
+
+static gboolean
+is_container(JsonObject *object, gconstpointer data)
+{
+    return member_in(object, "container_id", data);
+}
+
+static gboolean
+is_died_container(JsonObject *object, gconstpointer data)
+{
+    const char *const died[] = {"ContainerDied", NULL};
+
+    return member_in(object, "type", died) && member_in(object, "container_id", data);
+}
+
+static gboolean
+line_contains(gconstpointer line, gconstpointer needle)
+{
+    return strstr(line, needle) != NULL;
+}
+
+START_TEST(test_filter_names)
+{
+    const char *const shop_web[] = {"shop-web", NULL};
+    const char *const shop_uids[] = {"shop-web", "shop-cart", NULL};
+    const char *const nginx_ids[] = {"web-nginx", "dweb-nginx", NULL};
+    const char *const shop_sandboxes[] = {"sb-shop-web", "sb-shop-cart", NULL};
+    const char *const shop_containers[] = {"web-nginx", "cart-redis", NULL};
+    const char *const shop_died[] = {"web-nginx", "cart-redis", NULL};
+    g_autoptr(GPtrArray) all = NULL;
+    g_autoptr(GPtrArray) probe = NULL;
+    g_autoptr(GSubprocess) curl = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *url = NULL;
+    g_autofree char *out = NULL;
+    g_auto(GStrv) out_lines = NULL;
+
+    start_plegd(NULL, NULL);
+    pod_spec_add("shop-web", "shop", "web");
+    sim_run("container shop-web web-nginx nginx");
+    sim_run("start web-nginx");
+    pod_spec_add("shop-cart", "shop", "cart");
+    sim_run("container shop-cart cart-redis redis");
+    sim_run("start cart-redis");
+    pod_spec_add("default-web", "default", "web");
+    sim_run("container default-web dweb-nginx nginx");
+    sim_run("start dweb-nginx");
+    wait_metric("plegd_events_last_seq", 6);
+    sim_run("exit web-nginx 137 OOMKilled");
+    sim_run("exit cart-redis 1");
+    sim_run("exit dweb-nginx 2");
+    wait_metric("plegd_events_last_seq", 9);
+    all = read_complete("follow=false");
+    ck_assert_uint_eq(all->len, 9);
+
+    probe = read_complete("follow=false&namespace=shop");
+    if (probe->len == 0 &&
+        !g_ptr_array_find_with_equal_func(all, "\"shop\"", line_contains, NULL)) {
+        /* Until libpleg fills PlegEventDetails from the relist, no event has names. */
+        g_print("test_filter_names: events carry no names (libpleg does not fill "
+                "PlegEventDetails yet): only checking that name filters match nothing\n");
+        ck_assert_uint_eq(assert_selects(all, "pod=web", none, NULL), 0);
+        ck_assert_uint_eq(assert_selects(all, "sandbox=true", none, NULL), 0);
+        return;
+    }
+
+    ck_assert_uint_eq(assert_selects(all, "namespace=shop", is_pod_uid, shop_uids), 6);
+    ck_assert_uint_eq(assert_selects(all, "namespace=shop&pod=web", is_pod_uid, shop_web), 3);
+    ck_assert_uint_eq(assert_selects(all, "container=nginx", is_container, nginx_ids), 4);
+    ck_assert_uint_eq(
+        assert_selects(all, "namespace=shop&sandbox=true", is_container, shop_sandboxes), 2);
+    ck_assert_uint_eq(
+        assert_selects(all, "namespace=shop&sandbox=false", is_container, shop_containers), 4);
+    ck_assert_uint_eq(assert_selects(all,
+                                     "namespace=shop&namespace=default&pod=web&container=nginx&"
+                                     "type=ContainerDied",
+                                     is_died_container, nginx_ids),
+                      2);
+
+    /* The issue's question, answered by one curl that ends. */
+    url = g_strconcat(fixture.base, "/events?follow=false&type=ContainerDied&namespace=shop", NULL);
+    curl = g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error, "curl", "-s", url, NULL);
+    ck_assert_msg(curl, "%s", error ? error->message : "");
+    ck_assert(g_subprocess_communicate_utf8(curl, NULL, NULL, &out, NULL, &error));
+    ck_assert(g_subprocess_get_if_exited(curl) && g_subprocess_get_exit_status(curl) == 0);
+    out_lines = g_strsplit(out, "\n", -1);
+    ck_assert_uint_eq(g_strv_length(out_lines), 3);
+    for (guint i = 0; i < 2; i++) {
+        g_autoptr(JsonObject) object = parse_object(out_lines[i]);
+
+        ck_assert(is_died_container(object, shop_died));
+    }
+}
+END_TEST
+
 /* SIGTERM ends each stream with a line saying so. */
 START_TEST(test_shutdown_line)
 {
@@ -769,6 +1315,11 @@ plegd_events_suite(void)
     tcase_add_test(tc, test_bad_requests);
     tcase_add_test(tc, test_shutdown_line);
     tcase_add_test(tc, test_curl);
+    tcase_add_test(tc, test_filter_type_and_pod_uid);
+    tcase_add_test(tc, test_filter_since_across_wrap);
+    tcase_add_test(tc, test_bounded_reads);
+    tcase_add_test(tc, test_filter_bad_values);
+    tcase_add_test(tc, test_filter_names);
     suite_add_tcase(suite, tc);
     return suite;
 }

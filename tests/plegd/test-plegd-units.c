@@ -922,6 +922,13 @@ END_TEST
 
 /* ---- the event ring (GET /events?since=) ---- */
 
+/* The event of every line pushed here: the ring keeps its key, which these tests do not read. */
+static const PlegPodLifecycleEvent ring_event = {
+    .pod_uid = (char *)"uid-ring",
+    .type = PLEG_CONTAINER_STARTED,
+    .container_id = (char *)"c0ffee",
+};
+
 static GBytes *
 ring_line(guint64 n)
 {
@@ -958,7 +965,7 @@ START_TEST(test_ring_seq_and_eviction)
     for (guint64 n = 1; n <= 3; n++) {
         g_autoptr(GBytes) line = ring_line(n);
 
-        ck_assert_uint_eq(plegd_event_ring_push(ring, line, &evicted), n);
+        ck_assert_uint_eq(plegd_event_ring_push(ring, line, &ring_event, &evicted), n);
         ck_assert_uint_eq(evicted, 0);
     }
     for (guint64 n = 1; n <= 3; n++)
@@ -969,7 +976,7 @@ START_TEST(test_ring_seq_and_eviction)
     for (guint64 n = 4; n <= 7; n++) {
         g_autoptr(GBytes) line = ring_line(n);
 
-        ck_assert_uint_eq(plegd_event_ring_push(ring, line, &evicted), n);
+        ck_assert_uint_eq(plegd_event_ring_push(ring, line, &ring_event, &evicted), n);
         ck_assert_uint_eq(evicted, n - 3);
     }
     ck_assert_uint_eq(plegd_event_ring_get_oldest_seq(ring), 5);
@@ -997,7 +1004,7 @@ START_TEST(test_ring_check_since)
     for (guint64 n = 1; n <= 5; n++) {
         g_autoptr(GBytes) line = ring_line(n);
 
-        plegd_event_ring_push(ring, line, NULL);
+        plegd_event_ring_push(ring, line, &ring_event, NULL);
     }
     /* Holds 3, 4, 5: after 2 the client misses nothing, after 1 it would miss 2. */
     ck_assert(plegd_event_ring_check_since(ring, 2, NULL));
