@@ -1281,6 +1281,109 @@ START_TEST(test_curl)
 }
 END_TEST
 
+/* ---- identity ---- */
+
+/* The one line of @lines of @type about @id, parsed; fails unless there is exactly one. */
+static JsonObject *
+find_line(GPtrArray *lines, const char *type, const char *id)
+{
+    JsonObject *found = NULL;
+
+    for (guint i = 0; i < lines->len; i++) {
+        JsonObject *object = parse_object(lines->pdata[i]);
+
+        if (g_str_equal(json_object_get_string_member_with_default(object, "type", ""), type) &&
+            g_str_equal(json_object_get_string_member_with_default(object, "container_id", ""),
+                        id)) {
+            ck_assert_msg(!found, "two %s of %s", type, id);
+            found = json_object_ref(object);
+        }
+        json_object_unref(object);
+    }
+    ck_assert_msg(found, "no %s of %s", type, id);
+    return found;
+}
+
+/* @object names pod shop/web and, unless @container is NULL (a sandbox), @container. */
+static void
+assert_identity(JsonObject *object, const char *container, guint attempt)
+{
+    ck_assert_str_eq(json_object_get_string_member(object, "pod_uid"), "uid-web");
+    ck_assert_str_eq(json_object_get_string_member(object, "namespace"), "shop");
+    ck_assert_str_eq(json_object_get_string_member(object, "pod"), "web");
+    ck_assert(json_object_has_member(object, "sandbox"));
+    ck_assert_int_eq(json_object_get_boolean_member(object, "sandbox"), container == NULL);
+    ck_assert_int_eq(json_object_get_int_member(object, "attempt"), attempt);
+    if (container) {
+        ck_assert_str_eq(json_object_get_string_member(object, "container"), container);
+        ck_assert_str_eq(json_object_get_string_member(object, "image"), "nginx:1.25");
+    } else {
+        ck_assert(!json_object_has_member(object, "container"));
+        ck_assert(!json_object_has_member(object, "image"));
+    }
+}
+
+/* Every event type names its pod and container, from cri-sim's listings: a container removed
+ * (the runtime lists it no more), the pod's sandbox stopped and removed, and the sandbox the
+ * pod gets next (attempt 1). */
+START_TEST(test_identity_every_type)
+{
+    g_autoptr(GError) error = NULL;
+    CriSimPodSpec pod = {.uid = "uid-web", .name = "web", .namespace_ = "shop"};
+    CriSimPodSpec second = {
+        .id = "sb-web-1", .uid = "uid-web", .name = "web", .namespace_ = "shop", .attempt = 1};
+    CriSimContainerSpec nginx = {.id = "ctr-nginx",
+                                 .pod_uid = "uid-web",
+                                 .name = "nginx",
+                                 .attempt = 2,
+                                 .image = "nginx:1.25",
+                                 .state = CRI_SIM_CONTAINER_RUNNING};
+    g_autoptr(GPtrArray) lines = NULL;
+    g_autoptr(JsonObject) started = NULL, died = NULL, removed = NULL;
+    g_autoptr(JsonObject) sandbox_started = NULL, sandbox_died = NULL, sandbox_removed = NULL;
+    g_autoptr(JsonObject) sandbox_next = NULL;
+
+    start_plegd(NULL, NULL);
+    ck_assert_msg(cri_sim_add_pod_full(fixture.sim, &pod, NULL, &error), "%s",
+                  error ? error->message : "");
+    ck_assert_msg(cri_sim_add_container_full(fixture.sim, &nginx, NULL, &error), "%s",
+                  error ? error->message : "");
+    wait_metric("plegd_events_last_seq", 2);
+    sim_run("exit ctr-nginx 137 OOMKilled");
+    wait_metric("plegd_events_last_seq", 3);
+    sim_run("rm ctr-nginx");
+    wait_metric("plegd_events_last_seq", 4);
+    sim_run("rmp uid-web");
+    wait_metric("plegd_events_last_seq", 6);
+    ck_assert_msg(cri_sim_add_pod_full(fixture.sim, &second, NULL, &error), "%s",
+                  error ? error->message : "");
+    wait_metric("plegd_events_last_seq", 7);
+
+    lines = read_complete("follow=false");
+    ck_assert_uint_eq(lines->len, 7);
+    started = find_line(lines, "ContainerStarted", "ctr-nginx");
+    assert_identity(started, "nginx", 2);
+    ck_assert(json_object_has_member(started, "started_at"));
+    died = find_line(lines, "ContainerDied", "ctr-nginx");
+    assert_identity(died, "nginx", 2);
+    ck_assert_int_eq(json_object_get_int_member(died, "exit_code"), 137);
+    ck_assert_str_eq(json_object_get_string_member(died, "reason"), "OOMKilled");
+    ck_assert(json_object_has_member(died, "finished_at"));
+    removed = find_line(lines, "ContainerRemoved", "ctr-nginx");
+    assert_identity(removed, "nginx", 2);
+
+    sandbox_started = find_line(lines, "ContainerStarted", "sb-uid-web");
+    assert_identity(sandbox_started, NULL, 0);
+    sandbox_died = find_line(lines, "ContainerDied", "sb-uid-web");
+    assert_identity(sandbox_died, NULL, 0);
+    ck_assert(!json_object_has_member(sandbox_died, "exit_code"));
+    sandbox_removed = find_line(lines, "ContainerRemoved", "sb-uid-web");
+    assert_identity(sandbox_removed, NULL, 0);
+    sandbox_next = find_line(lines, "ContainerStarted", "sb-web-1");
+    assert_identity(sandbox_next, NULL, 1);
+}
+END_TEST
+
 static Suite *
 plegd_events_suite(void)
 {
@@ -1302,6 +1405,7 @@ plegd_events_suite(void)
     tcase_add_test(tc, test_bounded_reads);
     tcase_add_test(tc, test_filter_bad_values);
     tcase_add_test(tc, test_filter_names);
+    tcase_add_test(tc, test_identity_every_type);
     suite_add_tcase(suite, tc);
     return suite;
 }
