@@ -127,6 +127,12 @@ for pod in "${pods[@]}"; do
     wait_event ContainerRemoved "${sandbox[$pod]}"
 done
 
+say "which containers of namespace demo died, with what exit code and reason, in the last ten minutes:"
+say "  curl -s '$METRICS_URL/events?follow=false&type=ContainerDied&namespace=demo&sandbox=false&since_time=10m'"
+died=$(curl -s "$METRICS_URL/events?follow=false&type=ContainerDied&namespace=demo&sandbox=false&since_time=10m")
+jq -r '"  \(.time) \(.namespace)/\(.pod) container \(.container) exited \(.exit_code) (\(.reason))"' <<<"$died" >&2
+[ "$(jq -s length <<<"$died")" = "${#pods[@]}" ] || fail "the bounded read did not answer one death a pod: $died"
+
 say "plegd's relist metrics:"
 http_get /metrics | grep -E '^kubelet_(pleg_relist_duration_seconds_(count|sum)|pleg_events_total|running_)' >&2 || true
 say "done: plegd printed $(wc -l <"$EVENTS") events for 3 pods; all expected events seen"
