@@ -9,7 +9,7 @@
 /*
  * The event line is written directly, not through JSON-GLib: JSON-GLib writes only from a
  * JsonNode tree (an object's hash table, a node, a GValue and a copy per member, then a
- * generator walking it), about 45,000 instructions a line against this writer's ~3,800
+ * generator walking it), about 45,000 instructions a line against this writer's ~3,400
  * (tests/perf/bench-event-line.c).  The text is the one JSON-GLib 1.6 wrote, byte for byte:
  * members in the documented order without spaces, integers in decimal, strings with `\"`,
  * `\\`, `\b`, `\f`, `\n`, `\r`, `\t` and `\u00xx` (lower-case hex) for the other control
@@ -169,12 +169,15 @@ append_string(Line *line, const char *value)
     line_append_literal(line, "\"");
 }
 
+/* RFC 3339 text is ASCII digits and "-:.TZ": nothing to escape. */
 static void
 append_time(Line *line, gint64 unix_ns)
 {
     g_autofree char *text = pleg_time_format_rfc3339(unix_ns);
 
-    append_string(line, text);
+    line_append_literal(line, "\"");
+    line_append_len(line, text, strlen(text));
+    line_append_literal(line, "\"");
 }
 
 /* @seq 0: none.  Returns: (transfer full): the text, NUL-terminated, and its length in
