@@ -20,7 +20,8 @@
 #define EXIT_BAD_FLAG 2
 
 
-/* On SIGTERM, how long events already generated may take to reach a slow reader of stdout. */
+/* On SIGTERM, how long events already generated may take to reach a slow reader of stdout, and
+ * then the journal. */
 #define STOP_FLUSH_TIMEOUT_USEC (1 * G_USEC_PER_SEC)
 /* On SIGTERM, how long /events clients may take to read their last line. */
 #define STREAMS_END_TIMEOUT_USEC (200 * 1000)
@@ -38,6 +39,7 @@ typedef struct {
     PlegdRelistMonitor *monitor;
     PlegdOutput *output;
     PlegdEvents *events;
+    PlegdJournal *journal; /* NULL: events do not go to the journal */
     gboolean output_failed;
     gboolean stopping;
 } App;
@@ -116,6 +118,8 @@ on_event(PlegPodLifecycleEvent *event, gpointer user_data)
 
     /* The seq is given once: stdout and every /events client see the same one. */
     line = plegd_events_publish(app->events, event);
+    if (app->journal)
+        plegd_journal_publish(app->journal, event, plegd_event_line_get_seq(line));
     if (plegd_output_write_bytes(app->output, line, &error))
         return;
 
@@ -359,6 +363,7 @@ run(const PlegdOptions *options)
     g_autoptr(PlegdHttp) http = NULL;
     g_autoptr(PlegdOutput) output = NULL;
     g_autoptr(PlegdEvents) events = NULL;
+    g_autoptr(PlegdJournal) journal = NULL;
     g_autofree char *period = NULL;
     g_autofree char *shown_endpoint = NULL;
     PlegHostConfig config;
@@ -435,6 +440,14 @@ run(const PlegdOptions *options)
                               NULL, on_output_error, &app);
     app.output = output;
     app.events = events;
+    /* Under systemd the journal keeps the events (the shipped unit discards stdout). */
+    if (plegd_events_journal_wanted(options->events_journal, g_getenv("INVOCATION_ID"))) {
+        journal = plegd_journal_new(options->journal_max_queue ? options->journal_max_queue
+                                                               : PLEGD_JOURNAL_MAX_QUEUE,
+                                    pleg_host_get_metrics(host), NULL, NULL);
+        app.journal = journal;
+        g_info("sending events to the journal");
+    }
 
     pleg_host_add_event_callback(host, on_event, &app, NULL);
     pleg_host_set_relist_callback(host, on_relist, &app, NULL);
@@ -483,6 +496,10 @@ run(const PlegdOptions *options)
         g_message("stdout is not being read: dropping %s of events", size);
     }
     g_clear_pointer(&output, plegd_output_free);
+    if (journal && !plegd_journal_flush(journal, STOP_FLUSH_TIMEOUT_USEC))
+        g_message("the journal does not take events: dropping %u of them",
+                  plegd_journal_get_queued(journal));
+    g_clear_pointer(&journal, plegd_journal_free);
     /* A health round in a checker that does not return still reaches the host's checkers: the
      * host is then left allocated (the process ends in a moment), never freed under it. */
     if (http && !plegd_http_wait_rounds(http, HEALTH_ROUNDS_WAIT_USEC)) {

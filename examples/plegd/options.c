@@ -33,6 +33,7 @@ typedef enum {
     SETTING_EVENTS_RING_SIZE,
     SETTING_EVENTS_MAX_CLIENTS,
     SETTING_MAX_STATUS_CALLS,
+    SETTING_EVENTS_JOURNAL,
     N_SETTINGS,
 } SettingId;
 
@@ -48,6 +49,7 @@ static const char *const setting_names[N_SETTINGS] = {
     [SETTING_EVENTS_RING_SIZE] = "events-ring-size",
     [SETTING_EVENTS_MAX_CLIENTS] = "events-max-clients",
     [SETTING_MAX_STATUS_CALLS] = "max-status-calls-in-flight",
+    [SETTING_EVENTS_JOURNAL] = "events-journal",
 };
 
 #define CONFIG_GROUP       PLEGD_CONFIG_GROUP
@@ -149,6 +151,22 @@ is_plugin_name(const char *name)
         if (!g_ascii_islower(*c) && !g_ascii_isdigit(*c) && *c != '-')
             return FALSE;
     }
+    return TRUE;
+}
+
+static gboolean
+parse_events_journal(const Settings *settings, PlegdEventsJournal *ret_mode, GError **error)
+{
+    const char *text = settings->values[SETTING_EVENTS_JOURNAL];
+
+    if (!text || g_str_equal(text, "auto"))
+        *ret_mode = PLEGD_EVENTS_JOURNAL_AUTO;
+    else if (g_str_equal(text, "yes"))
+        *ret_mode = PLEGD_EVENTS_JOURNAL_YES;
+    else if (g_str_equal(text, "no"))
+        *ret_mode = PLEGD_EVENTS_JOURNAL_NO;
+    else
+        return bad_setting(error, settings, SETTING_EVENTS_JOURNAL, "expected auto, yes or no");
     return TRUE;
 }
 
@@ -523,7 +541,8 @@ parse_values(const Settings *settings, PlegdOptions *parsed, GError **error)
                        PLEGD_EVENTS_MAX_MAX_CLIENTS, &parsed->events_max_clients, error) &&
            parse_count(settings, SETTING_MAX_STATUS_CALLS, PLEG_DEFAULT_MAX_STATUS_CALLS_IN_FLIGHT,
                        1, PLEGD_MAX_STATUS_CALLS_IN_FLIGHT_MAX, &parsed->max_status_calls_in_flight,
-                       error);
+                       error) &&
+           parse_events_journal(settings, &parsed->events_journal, error);
 }
 
 /* The host checks the endpoint it is given, and main.c names the file when it came from there.
@@ -576,6 +595,7 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
     g_auto(GStrv) feature_gates = NULL;
     g_autofree char *http_idle_timeout = NULL;
     g_autofree char *stdout_max_backlog = NULL;
+    g_autofree char *journal_max_queue = NULL;
     gboolean version = FALSE;
     const GOptionEntry entries[] = {
         {"config", 0, 0, G_OPTION_ARG_FILENAME, &config_file,
@@ -618,12 +638,18 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
          "PodSandboxStatus and ContainerStatus calls a relist keeps in flight at most (default " G_STRINGIFY(
              PLEG_DEFAULT_MAX_STATUS_CALLS_IN_FLIGHT) ")",
          "N"},
+        {"events-journal", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_EVENTS_JOURNAL],
+         "Send each event to the systemd journal too, with fields (PLEG_TYPE, POD_NAMESPACE, "
+         "...): auto (when run by systemd), yes or no (default auto)",
+         "auto|yes|no"},
         {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
         /* Test hooks: limits that tests cannot wait for or fill at their defaults. */
         {"http-idle-timeout", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &http_idle_timeout,
          "Close HTTP connections idle for this long", "DURATION"},
         {"stdout-max-backlog", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &stdout_max_backlog,
          "Exit when this many bytes of events wait for the reader of stdout", "BYTES"},
+        {"journal-max-queue", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &journal_max_queue,
+         "Drop events when this many wait to be sent to the journal", "N"},
         {NULL},
     };
     g_autoptr(GOptionContext) context = g_option_context_new(NULL);
@@ -730,6 +756,21 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "invalid --stdout-max-backlog \"%s\": %s", shown, why);
         return FALSE;
+    }
+
+    if (journal_max_queue) {
+        guint64 value;
+
+        if (!g_ascii_string_to_unsigned(journal_max_queue, 10, 1, G_MAXUINT, &value,
+                                        &local_error)) {
+            g_autofree char *shown = pleg_log_text(journal_max_queue, -1, 0);
+            g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
+
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid --journal-max-queue \"%s\": %s", shown, why);
+            return FALSE;
+        }
+        parsed.journal_max_queue = (guint)value;
     }
 
     parsed.endpoint = g_strdup(settings.values[SETTING_ENDPOINT] ?: PLEG_DEFAULT_CRI_ENDPOINT);

@@ -7,6 +7,7 @@
 
 #include <gio/gio.h>
 #include <libsoup/soup.h>
+#include <sys/uio.h>
 #include <pleg/pleg.h>
 #include <pleg/pleg-host.h>
 
@@ -16,6 +17,20 @@ G_BEGIN_DECLS
 
 /* The --config group of plegd's own settings (the other is [FeatureGates]). */
 #define PLEGD_CONFIG_GROUP "plegd"
+
+/**
+ * PlegdEventsJournal:
+ * @PLEGD_EVENTS_JOURNAL_AUTO: when plegd runs as a systemd service (`$INVOCATION_ID` is set).
+ * @PLEGD_EVENTS_JOURNAL_YES: always.
+ * @PLEGD_EVENTS_JOURNAL_NO: never.
+ *
+ * Whether each event goes to the systemd journal too: --events-journal.
+ */
+typedef enum {
+    PLEGD_EVENTS_JOURNAL_AUTO,
+    PLEGD_EVENTS_JOURNAL_YES,
+    PLEGD_EVENTS_JOURNAL_NO,
+} PlegdEventsJournal;
 
 /**
  * PlegdOptions:
@@ -33,6 +48,8 @@ G_BEGIN_DECLS
  * @version: --version was given; nothing else is set.
  * @http_idle_timeout_usec: test hook, 0: %PLEGD_HTTP_IDLE_TIMEOUT_USEC.
  * @stdout_max_backlog: test hook, 0: %PLEGD_OUTPUT_MAX_BACKLOG.
+ * @events_journal: --events-journal.
+ * @journal_max_queue: test hook, 0: %PLEGD_JOURNAL_MAX_QUEUE.
  *
  * What plegd runs with.  Durations are in microseconds.
  */
@@ -54,6 +71,8 @@ typedef struct {
     gboolean version;
     gint64 http_idle_timeout_usec;
     guint64 stdout_max_backlog;
+    PlegdEventsJournal events_journal;
+    guint journal_max_queue;
 } PlegdOptions;
 
 /**
@@ -167,6 +186,141 @@ gsize plegd_output_get_backlog(PlegdOutput *output);
  * Returns: whether everything was written.
  */
 gboolean plegd_output_flush(PlegdOutput *output, gint64 timeout_usec);
+
+/* Room for a gint64 in decimal, sign included. */
+#define PLEGD_DECIMAL_SIZE 24
+
+/**
+ * plegd_int64_to_decimal:
+ * @buf: where the text is written, at its end.
+ *
+ * Returns: where the text starts in @buf; it runs to @buf + %PLEGD_DECIMAL_SIZE, without a NUL.
+ */
+const char *plegd_int64_to_decimal(gint64 value, char buf[PLEGD_DECIMAL_SIZE]);
+
+/**
+ * plegd_event_line_get_seq:
+ * @line: a line from plegd_event_to_line() (or plegd_events_publish()).
+ *
+ * Returns: the seq written at the start of @line.
+ */
+guint64 plegd_event_line_get_seq(GBytes *line);
+
+/* journal.c: every published event as a structured entry of the systemd journal. */
+
+/**
+ * plegd_events_journal_wanted:
+ * @invocation_id: (nullable): the value of `$INVOCATION_ID`, which systemd sets for a service.
+ *
+ * Returns: whether @mode sends the events to the journal.
+ */
+gboolean plegd_events_journal_wanted(PlegdEventsJournal mode, const char *invocation_id);
+
+/* Entries that may wait for journald; an event beyond is dropped and counted. */
+#define PLEGD_JOURNAL_MAX_QUEUE 10000
+
+/**
+ * PlegdJournalEntry:
+ *
+ * One event's journal fields, "NAME=value" each, in this order and each only when its value is
+ * known (a %NULL or empty string is not): MESSAGE (the human line, with the runtime's text
+ * escaped as in logs: "ContainerDied shop/web container nginx exited 137 (OOMKilled)", the pod
+ * UID when the pod's names are unknown, the container ID when its name is), MESSAGE_ID (one
+ * per event type), PRIORITY=6, SYSLOG_IDENTIFIER=plegd, PLEG_SEQ, PLEG_TYPE, POD_NAMESPACE,
+ * POD_NAME, POD_UID, CONTAINER_NAME (never for a sandbox), CONTAINER_ID, PLEG_SANDBOX
+ * (true/false), PLEG_ATTEMPT and PLEG_IMAGE (these five for container events, not PodSync),
+ * PLEG_EXIT_CODE, PLEG_REASON, PLEG_FINISHED_AT (a ContainerDied's exit), PLEG_STARTED_AT (a
+ * ContainerStarted's start), PLEG_RELIST_SOURCE, PLEG_TIME.  Times are RFC 3339, as in the JSON
+ * line; the other values are the runtime's bytes as they are (a newline included:
+ * sd_journal_sendv() sends such a field in journald's binary-safe form).
+ */
+typedef struct _PlegdJournalEntry PlegdJournalEntry;
+
+/**
+ * plegd_journal_entry_new:
+ * @seq: the event's seq in plegd's stream.
+ *
+ * Returns: (transfer full): @event's fields; @event is not kept.
+ */
+PlegdJournalEntry *plegd_journal_entry_new(const PlegPodLifecycleEvent *event, guint64 seq);
+/* NULL-safe. */
+void plegd_journal_entry_free(PlegdJournalEntry *entry);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdJournalEntry, plegd_journal_entry_free)
+
+/**
+ * plegd_journal_entry_get_fields:
+ * @ret_n_fields: (out): how many.
+ *
+ * Returns: (transfer none) (array length=ret_n_fields): the fields, for sd_journal_sendv().
+ */
+const struct iovec *plegd_journal_entry_get_fields(const PlegdJournalEntry *entry,
+                                                   int *ret_n_fields);
+
+/**
+ * PlegdJournalSendFunc:
+ *
+ * Sends one entry; runs in the journal's sender thread, and may block.
+ *
+ * Returns: 0 or a positive value when sent, else -errno: -ENOENT or -ECONNREFUSED when no
+ *   journald listens, anything else a failure.
+ */
+typedef int (*PlegdJournalSendFunc)(const struct iovec *fields, int n_fields, gpointer user_data);
+
+/**
+ * plegd_journal_send:
+ *
+ * The #PlegdJournalSendFunc plegd uses: sd_journal_sendv(), except that a missing journal socket
+ * is -ENOENT (libsystemd answers 0, "sent", for it).  Blocks while journald does not read.
+ */
+int plegd_journal_send(const struct iovec *fields, int n_fields, gpointer user_data);
+
+typedef struct _PlegdJournal PlegdJournal;
+
+/**
+ * plegd_journal_new:
+ * @max_queue: entries that may wait to be sent, at least 1 (%PLEGD_JOURNAL_MAX_QUEUE).
+ * @metrics: (transfer none): where plegd_journal_events_total and
+ *   plegd_journal_events_dropped_total{reason} (queue_full, no_journal, error) are registered;
+ *   a reference is kept.
+ * @send: (nullable): %NULL: plegd_journal_send().
+ *
+ * Starts the sender thread.  A dropped event is counted, and logged: the first, then at most
+ * one line every %PLEGD_FAILURE_LOG_INTERVAL_USEC with the count since the last, and a line when
+ * sending works again.  plegd goes on whatever journald does.
+ */
+PlegdJournal *plegd_journal_new(guint max_queue, PlegMetricsRegistry *metrics,
+                                PlegdJournalSendFunc send, gpointer send_data);
+
+/**
+ * plegd_journal_free:
+ *
+ * Drops what was not sent and stops the sender thread; a sender stuck in sd_journal_sendv() is
+ * left behind (detached), never waited for.  NULL-safe.
+ */
+void plegd_journal_free(PlegdJournal *journal);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdJournal, plegd_journal_free)
+
+/**
+ * plegd_journal_publish:
+ * @seq: the seq @event got from plegd_events_publish().
+ *
+ * Queues @event's entry (plegd_journal_entry_new()); never blocks.  When %max_queue entries
+ * wait already, the event is dropped and counted (queue_full).
+ *
+ * Thread safety: any thread; entries are sent in the order they were queued.
+ */
+void plegd_journal_publish(PlegdJournal *journal, const PlegPodLifecycleEvent *event, guint64 seq);
+
+/**
+ * plegd_journal_flush:
+ * @timeout_usec: how long to wait at most.
+ *
+ * Returns: whether every entry queued was sent or dropped before @timeout_usec passed.
+ */
+gboolean plegd_journal_flush(PlegdJournal *journal, gint64 timeout_usec);
+
+/** Returns: entries waiting to be sent. */
+guint plegd_journal_get_queued(PlegdJournal *journal);
 
 /* http.c: /metrics and /healthz. */
 

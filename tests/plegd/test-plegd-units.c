@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * plegd's pieces driven directly: the JSON event lines and their writer thread,
+ * plegd's pieces driven directly: the JSON event lines and their writer thread, the journal's
+ * entries and its sender (with a stand-in for journald),
  * --metrics-bind-address parsing, the relist monitor (readiness, STATUS= and rate-limited failure
  * logs, on a fake clock), notifications that never block, and what plegd says about each plugin.
  */
@@ -18,6 +19,7 @@
 
 #include "pleg-config.h"
 #include "plegd.h"
+#include "sample-events.h"
 
 #define ENDPOINT "unix:///run/test/cri.sock"
 
@@ -45,26 +47,9 @@ assert_string_member(JsonObject *object, const char *name, const char *expected)
     ck_assert_str_eq(json_object_get_string_member(object, name), expected);
 }
 
-/* A death with its exit, and no names. */
-static PlegPodLifecycleEvent
-died_event(void)
-{
-    return (PlegPodLifecycleEvent){
-        .pod_uid = (char *)"uid-1",
-        .type = PLEG_CONTAINER_DIED,
-        .container_id = (char *)"c0ffee",
-        .relist_source = PLEG_RELIST_SOURCE_POST_SYNC,
-        .time_ns = G_GINT64_CONSTANT(1795966735123456789),
-        .has_exit = TRUE,
-        .exit_code = 7,
-        .reason = (char *)"Error",
-        .finished_at_ns = G_GINT64_CONSTANT(1795966734900000000),
-    };
-}
-
 START_TEST(test_json_container_died)
 {
-    PlegPodLifecycleEvent event = died_event();
+    PlegPodLifecycleEvent event = sample_died_event();
     g_autofree char *line = plegd_event_to_json(&event);
     g_autoptr(JsonObject) object = parse_line(line);
     g_autofree char *time = pleg_time_format_rfc3339(event.time_ns);
@@ -197,7 +182,7 @@ END_TEST
 /* The identity of the event, in the documented order, with a death's exit. */
 START_TEST(test_json_details)
 {
-    PlegPodLifecycleEvent event = died_event();
+    PlegPodLifecycleEvent event = sample_died_event();
     static const char *const order[] = {
         "\"seq\"",         "\"time\"",          "\"pod_uid\"",   "\"namespace\"",
         "\"pod\"",         "\"type\"",          "\"container_id\"", "\"container\"",
@@ -207,13 +192,7 @@ START_TEST(test_json_details)
     g_autofree char *line = NULL;
     g_autoptr(JsonObject) object = NULL;
 
-    event.details = (PlegEventDetails){
-        .pod_namespace = (char *)"shop",
-        .pod_name = (char *)"web",
-        .container_name = (char *)"nginx",
-        .attempt = 3,
-        .image = (char *)"docker.io/library/nginx:1.27",
-    };
+    event.details = sample_nginx_details();
     line = plegd_event_to_json_with_seq(&event, 9);
     object = parse_line(line);
     assert_string_member(object, "namespace", "shop");
@@ -234,7 +213,7 @@ END_TEST
 /* A sandbox says so and has no container name, even one the runtime gave; a start says when. */
 START_TEST(test_json_details_sandbox_and_start)
 {
-    PlegPodLifecycleEvent event = died_event();
+    PlegPodLifecycleEvent event = sample_died_event();
     g_autofree char *started = NULL;
     g_autofree char *line = NULL;
     g_autoptr(JsonObject) object = NULL;
@@ -243,14 +222,8 @@ START_TEST(test_json_details_sandbox_and_start)
 
     event.type = PLEG_CONTAINER_STARTED;
     event.container_id = (char *)"sb-1";
-    event.details = (PlegEventDetails){
-        .pod_namespace = (char *)"shop",
-        .pod_name = (char *)"web",
-        .container_name = (char *)"POD",
-        .attempt = 1,
-        .sandbox = TRUE,
-        .started_at_ns = G_GINT64_CONSTANT(1795966735000000000),
-    };
+    event.details = sample_sandbox_details();
+    event.details.started_at_ns = G_GINT64_CONSTANT(1795966735000000000);
     started = pleg_time_format_rfc3339(event.details.started_at_ns);
     line = plegd_event_to_json(&event);
     object = parse_line(line);
@@ -363,6 +336,9 @@ static GLogWriterOutput capture_writer(GLogLevelFlags level, const GLogField *fi
 static GLogWriterOutput
 record_log(GLogLevelFlags log_level, const GLogField *fields, gsize n_fields, gpointer user_data)
 {
+    /* The journal's sender thread logs too. */
+    static GMutex lock;
+    g_autoptr(GMutexLocker) locker = g_mutex_locker_new(&lock);
     const char *message = NULL;
     const char *domain = NULL;
 
@@ -1270,6 +1246,264 @@ START_TEST(test_json_control_characters_escaped)
 }
 END_TEST
 
+/* ---- the journal ---- */
+
+/* An entry's fields, one a line. */
+static char *
+entry_text(const PlegPodLifecycleEvent *event, guint64 seq)
+{
+    g_autoptr(PlegdJournalEntry) entry = plegd_journal_entry_new(event, seq);
+    GString *text = g_string_new(NULL);
+    const struct iovec *fields;
+    int n_fields;
+
+    fields = plegd_journal_entry_get_fields(entry, &n_fields);
+    for (int i = 0; i < n_fields; i++) {
+        g_string_append_len(text, fields[i].iov_base, fields[i].iov_len);
+        g_string_append_c(text, '\n');
+    }
+    return g_string_free(text, FALSE);
+}
+
+START_TEST(test_journal_entry_fields)
+{
+    PlegPodLifecycleEvent event = sample_died_event();
+    g_autofree char *time = pleg_time_format_rfc3339(event.time_ns);
+    g_autofree char *finished = pleg_time_format_rfc3339(event.finished_at_ns);
+    g_autofree char *expected = NULL;
+    g_autofree char *text = NULL;
+
+    event.exit_code = 137;
+    event.reason = (char *)"OOMKilled";
+    event.details = sample_nginx_details();
+    text = entry_text(&event, 9);
+    expected = g_strdup_printf("MESSAGE=ContainerDied shop/web container nginx attempt 3 exited "
+                               "137 (OOMKilled)\n"
+                               "MESSAGE_ID=ff9250e6f84a497083e4cf0c74b23978\n"
+                               "PRIORITY=6\n"
+                               "SYSLOG_IDENTIFIER=plegd\n"
+                               "PLEG_SEQ=9\n"
+                               "PLEG_TYPE=ContainerDied\n"
+                               "POD_NAMESPACE=shop\n"
+                               "POD_NAME=web\n"
+                               "POD_UID=uid-1\n"
+                               "CONTAINER_NAME=nginx\n"
+                               "CONTAINER_ID=c0ffee\n"
+                               "PLEG_SANDBOX=false\n"
+                               "PLEG_ATTEMPT=3\n"
+                               "PLEG_IMAGE=docker.io/library/nginx:1.27\n"
+                               "PLEG_EXIT_CODE=137\n"
+                               "PLEG_REASON=OOMKilled\n"
+                               "PLEG_FINISHED_AT=%s\n"
+                               "PLEG_RELIST_SOURCE=post_sync\n"
+                               "PLEG_TIME=%s\n",
+                               finished, time);
+    ck_assert_str_eq(text, expected);
+}
+END_TEST
+
+/* What each kind of event says, and what it leaves out. */
+START_TEST(test_journal_entry_messages)
+{
+    PlegPodLifecycleEvent event = sample_died_event();
+    g_autofree char *started_at = NULL;
+    g_autofree char *text = NULL;
+
+    /* No names: the pod UID and the container ID; a death without its exit. */
+    event.has_exit = FALSE;
+    event.type = PLEG_CONTAINER_REMOVED;
+    text = entry_text(&event, 1);
+    ck_assert_msg(g_str_has_prefix(text, "MESSAGE=ContainerRemoved uid-1 container c0ffee\n"), "%s",
+                  text);
+    ck_assert(strstr(text, "MESSAGE_ID=ca920fe301a64dedb30c17e4b7e66672\n"));
+    ck_assert(!strstr(text, "POD_NAME="));
+    ck_assert(!strstr(text, "CONTAINER_NAME="));
+    ck_assert(!strstr(text, "PLEG_EXIT_CODE="));
+    ck_assert(strstr(text, "PLEG_SANDBOX=false\nPLEG_ATTEMPT=0\n"));
+    g_clear_pointer(&text, g_free);
+
+    /* A sandbox, with the name a runtime may give it; started_at is a container's. */
+    event.type = PLEG_CONTAINER_STARTED;
+    event.details = sample_sandbox_details();
+    text = entry_text(&event, 2);
+    ck_assert_msg(g_str_has_prefix(text, "MESSAGE=ContainerStarted shop/web sandbox attempt 1\n"),
+                  "%s", text);
+    ck_assert(strstr(text, "MESSAGE_ID=eb875ddb9d3f4c1591690f9d77effef2\n"));
+    ck_assert(strstr(text, "CONTAINER_ID=c0ffee\nPLEG_SANDBOX=true\nPLEG_ATTEMPT=1\n"));
+    ck_assert(!strstr(text, "CONTAINER_NAME="));
+    ck_assert(!strstr(text, "PLEG_STARTED_AT="));
+    g_clear_pointer(&text, g_free);
+
+    event.details.sandbox = FALSE;
+    event.details.container_name = (char *)"nginx";
+    event.details.attempt = 0;
+    event.details.started_at_ns = G_GINT64_CONSTANT(1795966735000000000);
+    started_at = pleg_time_format_rfc3339(event.details.started_at_ns);
+    text = entry_text(&event, 3);
+    ck_assert_msg(g_str_has_prefix(text, "MESSAGE=ContainerStarted shop/web container nginx\n"), "%s",
+                  text);
+    ck_assert(strstr(text, "CONTAINER_NAME=nginx\n"));
+    ck_assert(strstr(text, started_at));
+    g_clear_pointer(&text, g_free);
+
+    /* PodSync: the pod, nothing of a container. */
+    event.type = PLEG_POD_SYNC;
+    event.container_id = NULL;
+    text = entry_text(&event, 4);
+    ck_assert_msg(g_str_has_prefix(text, "MESSAGE=PodSync shop/web\n"), "%s", text);
+    ck_assert(strstr(text, "MESSAGE_ID=43e4cbc0b2dc43c8b2d82ae6c8c904de\n"));
+    ck_assert(!strstr(text, "CONTAINER_"));
+    ck_assert(!strstr(text, "PLEG_SANDBOX="));
+    ck_assert(!strstr(text, "PLEG_ATTEMPT="));
+    ck_assert(!strstr(text, "PLEG_STARTED_AT="));
+    g_clear_pointer(&text, g_free);
+
+    /* The runtime's bytes: escaped in the message, as they are in the fields. */
+    event = sample_died_event();
+    event.reason = (char *)"Killed\nby \x1b[31moom";
+    event.details.pod_namespace = (char *)"shop";
+    event.details.pod_name = (char *)"we\nb";
+    text = entry_text(&event, 5);
+    ck_assert_msg(g_str_has_prefix(text, "MESSAGE=ContainerDied shop/we\\nb container c0ffee exited 7 "
+                                         "(Killed\\nby \\x1b[31moom)\n"),
+                  "%s", text);
+    ck_assert(strstr(text, "\nPOD_NAME=we\nb\n"));
+    ck_assert(strstr(text, "\nPLEG_REASON=Killed\nby \x1b[31moom\n"));
+
+    /* Shown as pleg_log_text() shows it: cut, a backslash doubled; whole in the field. */
+    for (gsize len = PLEG_LOG_TEXT_MAX - 1; len <= PLEG_LOG_TEXT_MAX + 1; len++) {
+        g_autofree char *name = g_strnfill(len, 'a');
+        g_autofree char *shown = pleg_log_text(name, -1, 0);
+        g_autofree char *message = g_strdup_printf("MESSAGE=ContainerDied shop/%s container", shown);
+        g_autofree char *field = g_strdup_printf("\nPOD_NAME=%s\n", name);
+
+        g_clear_pointer(&text, g_free);
+        event.details.pod_name = name;
+        text = entry_text(&event, 6);
+        ck_assert_msg(g_str_has_prefix(text, message), "%s", text);
+        ck_assert(strstr(text, field));
+    }
+    g_clear_pointer(&text, g_free);
+    event.details.pod_name = (char *)"a\\b";
+    text = entry_text(&event, 7);
+    ck_assert_msg(g_str_has_prefix(text, "MESSAGE=ContainerDied shop/a\\\\b container"), "%s", text);
+}
+END_TEST
+
+/* A stand-in for sd_journal_sendv(): answers @result, or waits while @blocked. */
+typedef struct {
+    GMutex lock;
+    GCond cond;
+    gboolean blocked;
+    guint entered;
+    int result;
+} FakeJournal;
+
+static int
+fake_send(const struct iovec *fields, int n_fields, gpointer user_data)
+{
+    FakeJournal *fake = user_data;
+    int result;
+
+    g_mutex_lock(&fake->lock);
+    fake->entered++;
+    g_cond_broadcast(&fake->cond);
+    while (fake->blocked)
+        g_cond_wait(&fake->cond, &fake->lock);
+    result = fake->result;
+    g_mutex_unlock(&fake->lock);
+    return result;
+}
+
+static double
+dropped(PlegMetricsRegistry *registry, const char *reason)
+{
+    const char *const value[] = {reason};
+
+    return pleg_metric_get(pleg_metrics_lookup(registry, "plegd_journal_events_dropped_total"),
+                           value);
+}
+
+/* A journald that does not read, then none, then one that fails: plegd's side never waits,
+ * counts each drop, and says so once for each cause (then at most once a minute). */
+START_TEST(test_journal_drops)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    FakeJournal fake = {.blocked = TRUE};
+    PlegPodLifecycleEvent event = sample_died_event();
+    g_autoptr(PlegdJournal) journal = plegd_journal_new(2, registry, fake_send, &fake);
+    gint64 deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+
+    /* One in the sender, two queued, three dropped. */
+    plegd_journal_publish(journal, &event, 1);
+    g_mutex_lock(&fake.lock);
+    while (fake.entered == 0)
+        ck_assert(g_cond_wait_until(&fake.cond, &fake.lock, deadline));
+    g_mutex_unlock(&fake.lock);
+    for (guint64 seq = 2; seq <= 6; seq++)
+        plegd_journal_publish(journal, &event, seq);
+    ck_assert_uint_eq(plegd_journal_get_queued(journal), 2);
+    ck_assert(dropped(registry, "queue_full") == 3);
+    ck_assert(!plegd_journal_flush(journal, 1000));
+    ck_assert_uint_eq(recorder.logged->len, 1);
+    ck_assert_msg(strstr(last(recorder.logged), "cannot send events to the journal: journald does "
+                                                "not keep up: 2 events wait to be sent"),
+                  "%s", last(recorder.logged));
+
+    g_mutex_lock(&fake.lock);
+    fake.blocked = FALSE;
+    g_cond_broadcast(&fake.cond);
+    g_mutex_unlock(&fake.lock);
+    ck_assert(plegd_journal_flush(journal, 10 * G_USEC_PER_SEC));
+    ck_assert(pleg_metric_get(pleg_metrics_lookup(registry, "plegd_journal_events_total"), NULL) ==
+              3);
+    ck_assert_uint_eq(recorder.logged->len, 2);
+    ck_assert_msg(strstr(last(recorder.logged), "the journal takes events again (3 dropped"), "%s",
+                  last(recorder.logged));
+
+    /* No socket: a new cause, said at once; the same again is not. */
+    fake.result = -ENOENT;
+    plegd_journal_publish(journal, &event, 7);
+    plegd_journal_publish(journal, &event, 8);
+    ck_assert(plegd_journal_flush(journal, 10 * G_USEC_PER_SEC));
+    ck_assert(dropped(registry, "no_journal") == 2);
+    ck_assert_uint_eq(recorder.logged->len, 3);
+    ck_assert_msg(strstr(last(recorder.logged), "no journald listens on "
+                                                "/run/systemd/journal/socket (No such file or "
+                                                "directory)"),
+                  "%s", last(recorder.logged));
+
+    fake.result = -EAGAIN;
+    plegd_journal_publish(journal, &event, 9);
+    ck_assert(plegd_journal_flush(journal, 10 * G_USEC_PER_SEC));
+    ck_assert(dropped(registry, "error") == 1);
+    ck_assert_uint_eq(recorder.logged->len, 4);
+    ck_assert_msg(strstr(last(recorder.logged), "2 events not sent to the journal since the last "
+                                                "report, the last because sending failed"),
+                  "%s", last(recorder.logged));
+    ck_assert(dropped(registry, "queue_full") == 3);
+}
+END_TEST
+
+START_TEST(test_journal_wanted)
+{
+    ck_assert(plegd_events_journal_wanted(PLEGD_EVENTS_JOURNAL_AUTO, "0f7c5a0b9e2d4b8f"));
+    ck_assert(!plegd_events_journal_wanted(PLEGD_EVENTS_JOURNAL_AUTO, NULL));
+    ck_assert(!plegd_events_journal_wanted(PLEGD_EVENTS_JOURNAL_AUTO, ""));
+    ck_assert(plegd_events_journal_wanted(PLEGD_EVENTS_JOURNAL_YES, NULL));
+    ck_assert(!plegd_events_journal_wanted(PLEGD_EVENTS_JOURNAL_NO, "0f7c5a0b9e2d4b8f"));
+}
+END_TEST
+
+START_TEST(test_event_line_seq)
+{
+    PlegPodLifecycleEvent event = sample_died_event();
+    g_autoptr(GBytes) line = plegd_event_to_line(&event, G_GUINT64_CONSTANT(1234567890123));
+
+    ck_assert_uint_eq(plegd_event_line_get_seq(line), G_GUINT64_CONSTANT(1234567890123));
+}
+END_TEST
+
 static Suite *
 plegd_units_suite(void)
 {
@@ -1299,6 +1533,15 @@ plegd_units_suite(void)
     tcase_add_test(tc, test_output_lines_in_order);
     tcase_add_test(tc, test_output_broken_pipe);
     tcase_add_test(tc, test_output_stalled_reader);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("journal");
+    tcase_add_checked_fixture(tc, recorder_setup, recorder_teardown);
+    tcase_add_test(tc, test_journal_entry_fields);
+    tcase_add_test(tc, test_journal_entry_messages);
+    tcase_add_test(tc, test_journal_drops);
+    tcase_add_test(tc, test_journal_wanted);
+    tcase_add_test(tc, test_event_line_seq);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("bind-address");
