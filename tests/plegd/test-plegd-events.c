@@ -1006,7 +1006,7 @@ START_TEST(test_bounded_reads)
     ck_assert(until_past->body_done);
     ck_assert_uint_eq(until_past->lines->len, n);
 
-    /* The bounded read of doc/events.md, with curl and jq: the answer ends. */
+    /* A bounded read with curl and jq, as doc/events.md shows one: the answer ends. */
     {
         const char *script =
             "curl -s \"$0/events?follow=false&type=ContainerDied&since_time=10m\" | "
