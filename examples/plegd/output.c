@@ -181,10 +181,11 @@ append_string(Line *line, const char *value)
 static void
 append_time(Line *line, gint64 unix_ns)
 {
-    g_autofree char *text = pleg_time_format_rfc3339(unix_ns);
+    char text[PLEG_TIME_RFC3339_SIZE];
+    gsize len = pleg_time_format_rfc3339_to_buffer(unix_ns, text);
 
     line_append_literal(line, "\"");
-    line_append_len(line, text, strlen(text));
+    line_append_len(line, text, len);
     line_append_literal(line, "\"");
 }
 

@@ -263,10 +263,9 @@ civil_from_days(gint64 days, gint64 *ret_year, guint *ret_month, guint *ret_day)
 /* Written by hand rather than with GDateTime (an allocation, a time zone and a format string
  * parsed per call): plegd formats two per event line.  Every gint64 of nanoseconds falls in the
  * years 1677 to 2262, so the year always has four digits. */
-char *
-pleg_time_format_rfc3339(gint64 unix_ns)
+gsize
+pleg_time_format_rfc3339_to_buffer(gint64 unix_ns, char buf[PLEG_TIME_RFC3339_SIZE])
 {
-    char buf[sizeof("YYYY-MM-DDTHH:MM:SS.123456789Z")];
     char *p = buf;
     gint64 secs = unix_ns / 1000000000;
     gint64 nsec = unix_ns % 1000000000;
@@ -304,5 +303,15 @@ pleg_time_format_rfc3339(gint64 unix_ns)
         p += len;
     }
     *p++ = 'Z';
-    return g_strndup(buf, p - buf);
+    *p = '\0';
+    return (gsize)(p - buf);
+}
+
+char *
+pleg_time_format_rfc3339(gint64 unix_ns)
+{
+    char buf[PLEG_TIME_RFC3339_SIZE];
+    gsize len = pleg_time_format_rfc3339_to_buffer(unix_ns, buf);
+
+    return g_strndup(buf, len);
 }

@@ -245,8 +245,24 @@ START_TEST(test_rfc3339)
 
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_autofree char *text = pleg_time_format_rfc3339(cases[i].ns);
+        /* Guard bytes after the documented size: the buffer variant writes no further. */
+        char buffer[PLEG_TIME_RFC3339_SIZE + 4];
+        gsize len;
 
+        memset(buffer, '#', sizeof(buffer));
+        len = pleg_time_format_rfc3339_to_buffer(cases[i].ns, buffer);
         ck_assert_str_eq(text, cases[i].text);
+        ck_assert_str_eq(buffer, cases[i].text);
+        ck_assert_uint_eq(len, strlen(cases[i].text));
+        ck_assert_uint_lt(len, PLEG_TIME_RFC3339_SIZE);
+        ck_assert(memcmp(buffer + PLEG_TIME_RFC3339_SIZE, "####", 4) == 0);
+    }
+    /* The longest text there is fills the buffer exactly. */
+    {
+        char buffer[PLEG_TIME_RFC3339_SIZE];
+
+        ck_assert_uint_eq(pleg_time_format_rfc3339_to_buffer(G_MAXINT64, buffer),
+                          PLEG_TIME_RFC3339_SIZE - 1);
     }
 }
 END_TEST

@@ -72,6 +72,25 @@ char *pleg_duration_format(gint64 usec);
  */
 char *pleg_time_format_rfc3339(gint64 unix_ns);
 
+/* The bytes of the longest text pleg_time_format_rfc3339() gives and its NUL:
+ * "YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ". */
+#define PLEG_TIME_RFC3339_SIZE 31
+
+/**
+ * pleg_time_format_rfc3339_to_buffer:
+ * @unix_ns: Unix time in nanoseconds.
+ * @buffer: (out caller-allocates): at least %PLEG_TIME_RFC3339_SIZE bytes.
+ *
+ * pleg_time_format_rfc3339() without an allocation, for a caller that formats a time per event.
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Returns: the length of the text written to @buffer, without its NUL.
+ *
+ * Since: 0.2
+ */
+gsize pleg_time_format_rfc3339_to_buffer(gint64 unix_ns, char buffer[PLEG_TIME_RFC3339_SIZE]);
+
 /**
  * PlegFeatureStage:
  * @PLEG_FEATURE_ALPHA: "Alpha".
