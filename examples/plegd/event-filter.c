@@ -105,7 +105,7 @@ plegd_event_filter_parse_time(const char *name, const char *value, gint64 now_ns
     g_autofree char *whole = NULL;
     const char *t = strpbrk(value, "T ");
     const char *dot = t ? strchr(t, '.') : NULL;
-    gint64 usec, fraction_ns = 0;
+    gint64 usec, secs, fraction_ns = 0;
 
     if (pleg_duration_parse(value, &usec, NULL)) {
         *ret_ns = before_now(now_ns, usec);
@@ -135,7 +135,17 @@ plegd_event_filter_parse_time(const char *name, const char *value, gint64 now_ns
                     name, shown);
         return FALSE;
     }
-    *ret_ns = g_date_time_to_unix(datetime) * G_GINT64_CONSTANT(1000000000) + fraction_ns;
+    secs = g_date_time_to_unix(datetime);
+    /* An event's time is a gint64 of nanoseconds: 1677-09-21 to 2262-04-11. */
+    if (secs <= G_MININT64 / 1000000000 || secs >= G_MAXINT64 / 1000000000) {
+        g_autofree char *shown = pleg_log_text(value, -1, 0);
+
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "invalid %s \"%s\": out of range (a time between the years 1678 and 2261)",
+                    name, shown);
+        return FALSE;
+    }
+    *ret_ns = secs * G_GINT64_CONSTANT(1000000000) + fraction_ns;
     return TRUE;
 }
 

@@ -218,6 +218,12 @@ START_TEST(test_bad_values)
                    "invalid since_time", NULL);
     assert_refused("since_time", huge, G_OPTION_ERROR_BAD_VALUE, "invalid since_time",
                    "at most 1024 accepted");
+    /* Past what an event's gint64 of nanoseconds holds: refused, not overflowed (the fuzzer's
+     * find, tests/fuzz/regressions/events-query). */
+    assert_refused("since_time", "3255-12-04T17:00:00Z", G_OPTION_ERROR_BAD_VALUE,
+                   "invalid since_time", "out of range");
+    assert_refused("until_time", "1200-01-01T00:00:00Z", G_OPTION_ERROR_BAD_VALUE,
+                   "invalid until_time", "out of range");
     assert_refused("from", "1", G_OPTION_ERROR_UNKNOWN_OPTION, "unknown query parameter \"from\"",
                    NULL);
 
