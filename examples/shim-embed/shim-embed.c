@@ -5,7 +5,8 @@
  *   shim-embed ENDPOINT SECONDS [PLUGIN_DIR]
  *
  * Runs the host against the CRI runtime at ENDPOINT for SECONDS (or until SIGINT/SIGTERM) and
- * prints one line per PodLifecycleEvent: "<type> <pod uid> <container id> <relist source>".
+ * prints one line per PodLifecycleEvent: "<type> <pod uid> <namespace>/<pod name> <container name,
+ * or "sandbox"> <container id> <relist source>".
  * PLUGIN_DIR "" loads no plugin; without it libpleg's plugin directory is used.
  *
  * The host runs in a GMainContext of the program's own, pushed as this thread's default, not
@@ -27,11 +28,16 @@ static void
 on_event(PlegPodLifecycleEvent *event, gpointer user_data)
 {
     Shim *shim = user_data;
+    /* The names come with the event (libpleg 0.2): no CRI call of the shim's own. */
+    const PlegEventDetails *details = pleg_pod_lifecycle_event_get_details(event);
 
     /* The host calls back in the context it was given, never in the global default one. */
     g_assert(g_main_context_is_owner(shim->context));
-    printf("%s %s %s %s\n", pleg_pod_lifecycle_event_type_to_string(event->type),
-           event->pod_uid, event->container_id ? event->container_id : "-",
+    printf("%s %s %s/%s %s %s %s\n", pleg_pod_lifecycle_event_type_to_string(event->type),
+           event->pod_uid, details->pod_namespace ? details->pod_namespace : "-",
+           details->pod_name ? details->pod_name : "-",
+           details->sandbox ? "sandbox" : details->container_name ? details->container_name : "-",
+           event->container_id ? event->container_id : "-",
            pleg_relist_source_to_string(event->relist_source));
     fflush(stdout);
     shim->n_events++;

@@ -51,10 +51,10 @@ spawn_shim(const char *seconds, const char *plugin_dir)
 
 /* What the first relist of the fake runtime yields; ctr-3 is CREATED and yields nothing. */
 static const char *const expected_events[] = {
-    "ContainerStarted uid-a sb-a global\n",
-    "ContainerStarted uid-a ctr-1 global\n",
-    "ContainerDied uid-a ctr-2 global\n",
-    "ContainerDied uid-b sb-b global\n",
+    "ContainerStarted uid-a default/pod-a sandbox sb-a global\n",
+    "ContainerStarted uid-a default/pod-a app ctr-1 global\n",
+    "ContainerDied uid-a default/pod-a init ctr-2 global\n",
+    "ContainerDied uid-b kube-system/pod-b sandbox sb-b global\n",
 };
 
 static void
