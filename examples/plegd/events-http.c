@@ -697,16 +697,16 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
     soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
     soup_message_headers_set_content_type(headers, NDJSON_CONTENT_TYPE, NULL);
     soup_message_headers_replace(headers, "Cache-Control", "no-store");
-    if (head)
-        return FALSE;
-
     /* A stream is the last answer on its connection; HTTP/1.0 knows no chunks, its end is the
-     * end of the connection. */
+     * end of the connection.  HEAD gets the same headers, without the body. */
     soup_message_headers_replace(headers, "Connection", "close");
     soup_message_headers_set_encoding(headers,
                                       soup_server_message_get_http_version(msg) == SOUP_HTTP_1_0
                                           ? SOUP_ENCODING_EOF
                                           : SOUP_ENCODING_CHUNKED);
+    if (head)
+        return FALSE;
+
     soup_message_body_set_accumulate(soup_server_message_get_response_body(msg), FALSE);
 
     sub = g_new0(Subscriber, 1);

@@ -665,6 +665,35 @@ START_TEST(test_bad_requests)
     ck_assert_uint_eq(request_events("HEAD", "", NULL, &type), 200);
     ck_assert_str_eq(type, "application/x-ndjson");
     ck_assert_uint_eq(request_events("POST", "", NULL, NULL), 405);
+
+    /* HEAD says what GET would send: a chunked body on a connection that closes after it,
+     * not a Content-Length of 0.  The server closes after its headers. */
+    {
+        g_autoptr(GSocketClient) socket_client = g_socket_client_new();
+        g_autoptr(GSocketConnection) connection = NULL;
+        g_autoptr(GError) error = NULL;
+        g_autofree char *answer = NULL;
+        const char request[] = "HEAD /events?follow=false HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+        GString *raw = g_string_new(NULL);
+        char buffer[4096];
+        gssize n;
+
+        connection = g_socket_client_connect_to_host(socket_client, "127.0.0.1", fixture.port,
+                                                     NULL, &error);
+        ck_assert_msg(connection, "%s", error ? error->message : "");
+        ck_assert(g_output_stream_write_all(
+            g_io_stream_get_output_stream(G_IO_STREAM(connection)), request, strlen(request),
+            NULL, NULL, NULL));
+        while ((n = g_input_stream_read(g_io_stream_get_input_stream(G_IO_STREAM(connection)),
+                                        buffer, sizeof(buffer), NULL, NULL)) > 0)
+            g_string_append_len(raw, buffer, n);
+        answer = g_string_free(raw, FALSE);
+        ck_assert_msg(g_str_has_prefix(answer, "HTTP/1.1 200 OK\r\n"), "%s", answer);
+        ck_assert_msg(strstr(answer, "\r\nTransfer-Encoding: chunked\r\n"), "%s", answer);
+        ck_assert_msg(strstr(answer, "\r\nConnection: close\r\n"), "%s", answer);
+        ck_assert_msg(!strstr(answer, "Content-Length"), "%s", answer);
+        ck_assert_msg(g_str_has_suffix(answer, "\r\n\r\n"), "a body after HEAD: %s", answer);
+    }
 }
 END_TEST
 
