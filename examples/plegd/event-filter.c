@@ -97,20 +97,48 @@ before_now(gint64 now_ns, gint64 usec)
     return now_ns - usec * 1000;
 }
 
+/* RFC 3339's date-time (section 5.6), with the space its note allows, any case. */
+#define RFC3339_PATTERN                                                                            \
+    "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?"                       \
+    "([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+
+static gboolean
+bad_time(GError **error, const char *name, const char *value)
+{
+    g_autofree char *shown = pleg_log_text(value, -1, 0);
+
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                "invalid %s \"%s\": expected an RFC 3339 time with its offset "
+                "(2026-12-04T17:00:00Z) or a Go duration before now (10m, 1h30m; -5m is "
+                "five minutes ahead)",
+                name, shown);
+    return FALSE;
+}
+
 gboolean
 plegd_event_filter_parse_time(const char *name, const char *value, gint64 now_ns, gint64 *ret_ns,
                               GError **error)
 {
     g_autoptr(GDateTime) datetime = NULL;
     g_autofree char *whole = NULL;
-    const char *t = strpbrk(value, "T ");
-    const char *dot = t ? strchr(t, '.') : NULL;
+    g_autofree char *upper = NULL;
+    const char *shown_value = value;
+    const char *t, *dot;
     gint64 usec, secs, fraction_ns = 0;
 
     if (pleg_duration_parse(value, &usec, NULL)) {
         *ret_ns = before_now(now_ns, usec);
         return TRUE;
     }
+    /* GLib reads ISO 8601, a superset (week dates, ordinal dates, basic format, a comma,
+     * "+01"): only RFC 3339's date-time is let through to it, 't', 'z' and ' ' as 'T' and 'Z'. */
+    if (!g_regex_match_simple(RFC3339_PATTERN, value, G_REGEX_RAW, 0))
+        return bad_time(error, name, value);
+    upper = g_ascii_strup(value, -1);
+    t = strpbrk(upper, "T ");
+    upper[t - upper] = 'T';
+    value = upper;
+    dot = strchr(t, '.');
 
     /* GLib keeps microseconds, through a double: the fraction is read here, to the nanosecond
      * an event's "time" shows, so that an event's own time selects it. */
@@ -125,20 +153,12 @@ plegd_event_filter_parse_time(const char *name, const char *value, gint64 now_ns
     }
     /* No default time zone: RFC 3339 requires the offset. */
     datetime = g_date_time_new_from_iso8601(whole ? whole : value, NULL);
-    if (!datetime) {
-        g_autofree char *shown = pleg_log_text(value, -1, 0);
-
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid %s \"%s\": expected an RFC 3339 time with its offset "
-                    "(2026-12-04T17:00:00Z) or a Go duration before now (10m, 1h30m; -5m is "
-                    "five minutes ahead)",
-                    name, shown);
-        return FALSE;
-    }
+    if (!datetime)
+        return bad_time(error, name, shown_value);
     secs = g_date_time_to_unix(datetime);
     /* An event's time is a gint64 of nanoseconds: 1677-09-21 to 2262-04-11. */
     if (secs <= G_MININT64 / 1000000000 || secs >= G_MAXINT64 / 1000000000) {
-        g_autofree char *shown = pleg_log_text(value, -1, 0);
+        g_autofree char *shown = pleg_log_text(shown_value, -1, 0);
 
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "invalid %s \"%s\": out of range (a time between the years 1678 and 2261)",

@@ -218,6 +218,34 @@ START_TEST(test_bad_values)
                    "invalid since_time", NULL);
     assert_refused("since_time", huge, G_OPTION_ERROR_BAD_VALUE, "invalid since_time",
                    "at most 1024 accepted");
+    /* RFC 3339's date-time only, not the rest of ISO 8601 that GLib reads. */
+    {
+        const char *const not_rfc3339[] = {
+            "2026-338T17:00:00Z",       "2026-W49-5T17:00:00Z",   "20261204T170000Z",
+            "2026-12-04T17:42:43,5Z",   "2026-12-04T17:00:00+01", "2026-12-04T17:00:00+24:00",
+            "2026-12-04T17:42:43.5.5Z", "2026-12-04T17:00Z",      "2026-12-04",
+            "2026-12-04T17:00:00.Z",
+        };
+
+        for (gsize i = 0; i < G_N_ELEMENTS(not_rfc3339); i++)
+            assert_refused("since_time", not_rfc3339[i], G_OPTION_ERROR_BAD_VALUE,
+                           "invalid since_time", "expected an RFC 3339 time");
+    }
+    /* ... but all of it: lower-case t and z, the space RFC 3339's note allows, a fraction. */
+    {
+        const char *const same[] = {"2026-12-04T17:00:00.5Z", "2026-12-04t17:00:00.5z",
+                                    "2026-12-04 17:00:00.5Z", "2026-12-04T18:00:00.5+01:00"};
+
+        for (gsize i = 0; i < G_N_ELEMENTS(same); i++) {
+            g_autoptr(GError) local_error = NULL;
+            gint64 ns = 0;
+
+            ck_assert_msg(
+                plegd_event_filter_parse_time("since_time", same[i], T0_NS, &ns, &local_error),
+                "%s: %s", same[i], local_error ? local_error->message : "");
+            ck_assert_int_eq(ns, G_GINT64_CONSTANT(1796403600500000000));
+        }
+    }
     /* Past what an event's gint64 of nanoseconds holds: refused, not overflowed (the fuzzer's
      * find, tests/fuzz/regressions/events-query). */
     assert_refused("since_time", "3255-12-04T17:00:00Z", G_OPTION_ERROR_BAD_VALUE,
