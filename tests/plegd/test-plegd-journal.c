@@ -565,7 +565,9 @@ START_TEST(test_journal_not_read)
     add_shop_web();
     cri_sim_bulk(fixture.sim, 10, 1);
     start_plegd("--journal-max-queue=4");
-    /* 22 ContainerStarted: one blocked in the sender, 4 queued, the others dropped. */
+    /* 22 ContainerStarted: one blocked in the sender, the others queued (4 at most) or
+     * dropped.  The sender may take its event before the queue fills (4 stay queued, 17 are
+     * dropped) or after (18 dropped, 3 stay queued once it takes one). */
     wait_metric_at_least("plegd_journal_events_dropped_total{reason=\"queue_full\"}", 17);
     assert_stderr_shows(fixture.plegd, "cannot send events to the journal: journald does not keep "
                                        "up: 4 events wait to be sent");
@@ -574,7 +576,14 @@ START_TEST(test_journal_not_read)
                                    NULL, NULL),
                       200);
     ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
-    assert_stderr_shows(fixture.plegd, "the journal does not take events: dropping 4 of them");
+    /* What is still queued at shutdown is dropped, and said. */
+    {
+        g_autofree char *err = plegd_runner_get_stderr(fixture.plegd);
+
+        ck_assert_msg(strstr(err, "the journal does not take events: dropping 4 of them") ||
+                          strstr(err, "the journal does not take events: dropping 3 of them"),
+                      "%s", err);
+    }
 }
 END_TEST
 
