@@ -239,15 +239,21 @@ static gpointer
 health_round_thread(gpointer data)
 {
     HealthRound *round = data;
-    RoundThreads *threads = round->threads;
+    /* Its own reference: the round may be done and freed in the server's context before this
+     * thread has said it is no longer running. */
+    RoundThreads *threads = round_threads_ref(round->threads);
 
     round->results = pleg_host_check_all(round->host, round->kind);
+    g_main_context_invoke_full(round->context, G_PRIORITY_DEFAULT, health_round_done, round,
+                               (GDestroyNotify)health_round_free);
+    /* Last, so that plegd_http_wait_rounds() returns only once this thread is done with GLib
+     * and with the round: what it allocated and freed happens before what the caller does
+     * next, as ThreadSanitizer sees it too. */
     g_mutex_lock(&threads->lock);
     threads->running--;
     g_cond_broadcast(&threads->cond);
     g_mutex_unlock(&threads->lock);
-    g_main_context_invoke_full(round->context, G_PRIORITY_DEFAULT, health_round_done, round,
-                               (GDestroyNotify)health_round_free);
+    round_threads_unref(threads);
     return NULL;
 }
 
