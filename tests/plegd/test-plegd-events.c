@@ -1150,9 +1150,8 @@ START_TEST(test_filter_bad_values)
 }
 END_TEST
 
-/* namespace, pod, container and sandbox, and the issue's bounded read with curl.  These need the
- * names libpleg puts in each event (PlegEventDetails): without them, every such filter matches
- * nothing, and the test says so and checks only that. */
+/* namespace, pod, container and sandbox, on the names libpleg puts in each event
+ * (PlegEventDetails), and the bounded read with curl that README shows. */
 static const char *
 pod_spec_add(const char *uid, const char *ns, const char *name)
 {
@@ -1224,7 +1223,7 @@ START_TEST(test_filter_names)
                                      is_died_container, nginx_ids),
                       2);
 
-    /* The question, answered by one curl that ends. */
+    /* Which containers of namespace shop died: one curl that ends. */
     url = g_strconcat(fixture.base, "/events?follow=false&type=ContainerDied&namespace=shop", NULL);
     curl = g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error, "curl", "-s", url, NULL);
     ck_assert_msg(curl, "%s", error ? error->message : "");
