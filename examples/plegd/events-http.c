@@ -498,7 +498,7 @@ before_eviction(PlegdEvents *events)
 }
 
 GBytes *
-plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event)
+plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event, guint64 *ret_seq)
 {
     PlegdEventRing *ring = events->ring;
     guint64 seq = plegd_event_ring_get_next_seq(ring);
@@ -511,6 +511,8 @@ plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event)
     pleg_metric_series_set(events->last_seq, (double)seq);
     if (events->subscribers)
         schedule_flush(events);
+    if (ret_seq)
+        *ret_seq = seq;
     return line;
 }
 

@@ -111,15 +111,16 @@ on_event(PlegPodLifecycleEvent *event, gpointer user_data)
     App *app = user_data;
     g_autoptr(GBytes) line = NULL;
     g_autoptr(GError) error = NULL;
+    guint64 seq;
 
     g_assert(g_main_context_is_owner(g_main_context_default()));
     if (app->output_failed)
         return;
 
     /* The seq is given once: stdout and every /events client see the same one. */
-    line = plegd_events_publish(app->events, event);
+    line = plegd_events_publish(app->events, event, &seq);
     if (app->journal)
-        plegd_journal_publish(app->journal, event, plegd_event_line_get_seq(line));
+        plegd_journal_publish(app->journal, event, seq);
     if (plegd_output_write_bytes(app->output, line, &error))
         return;
 

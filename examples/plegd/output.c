@@ -295,19 +295,6 @@ plegd_event_to_line(const PlegPodLifecycleEvent *event, guint64 seq)
     return g_bytes_new_take(text, len);
 }
 
-guint64
-plegd_event_line_get_seq(GBytes *line)
-{
-    gsize len;
-    const char *text = g_bytes_get_data(line, &len);
-    guint64 seq = 0;
-
-    g_return_val_if_fail(len > 7 && memcmp(text, "{\"seq\":", 7) == 0, 0);
-    for (gsize i = 7; i < len && g_ascii_isdigit(text[i]); i++)
-        seq = seq * 10 + (guint64)(text[i] - '0');
-    return seq;
-}
-
 /* ---- the writer thread ---- */
 
 struct _PlegdOutput {

@@ -198,14 +198,6 @@ gboolean plegd_output_flush(PlegdOutput *output, gint64 timeout_usec);
  */
 const char *plegd_int64_to_decimal(gint64 value, char buf[PLEGD_DECIMAL_SIZE]);
 
-/**
- * plegd_event_line_get_seq:
- * @line: a line from plegd_event_to_line() (or plegd_events_publish()).
- *
- * Returns: the seq written at the start of @line.
- */
-guint64 plegd_event_line_get_seq(GBytes *line);
-
 /* journal.c: every published event as a structured entry of the systemd journal. */
 
 /**
@@ -710,10 +702,13 @@ void plegd_events_set_cutoff_grace(PlegdEvents *events, gint64 grace_usec);
  * for every stream.  A stream whose next unsent event is dropped from the ring by this is cut off
  * as a slow consumer, unless its filter would not have sent that event (it skips it then).
  *
+ * @ret_seq: (out) (optional): the seq @event got (for the journal, plegd_journal_publish()).
+ *
  * Returns: (transfer full): the event's JSON line with its seq and its newline, the bytes the
  *   ring keeps (for stdout, plegd_output_write_bytes()).
  */
-GBytes *plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event);
+GBytes *plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event,
+                             guint64 *ret_seq);
 
 /** Returns: the streams being served. */
 guint plegd_events_get_n_clients(PlegdEvents *events);

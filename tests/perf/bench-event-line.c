@@ -101,7 +101,7 @@ bench_event_init(BenchEvent *be, guint i)
 static void
 one_line(PlegdEvents *events, PlegdOutput *output, const PlegPodLifecycleEvent *event)
 {
-    g_autoptr(GBytes) line = plegd_events_publish(events, event);
+    g_autoptr(GBytes) line = plegd_events_publish(events, event, NULL);
     g_autoptr(GError) error = NULL;
 
     if (!plegd_output_write_bytes(output, line, &error)) {

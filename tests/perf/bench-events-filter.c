@@ -212,7 +212,7 @@ child(const char *mode, guint n_events, guint n_clients)
     start_ns = thread_cpu_ns();
     for (guint i = 0; i < n_events; i += BATCH) {
         for (guint k = i; k < i + BATCH && k < n_events; k++) {
-            g_autoptr(GBytes) line = plegd_events_publish(events, &bench[k].event);
+            g_autoptr(GBytes) line = plegd_events_publish(events, &bench[k].event, NULL);
 
             if (!filtered || g_str_equal(bench[k].event.details.pod_namespace, SHOP))
                 owed += n_clients;

@@ -1495,12 +1495,23 @@ START_TEST(test_journal_wanted)
 }
 END_TEST
 
+/* The seq plegd_events_publish() says an event got (the journal's PLEG_SEQ) is the one its line
+ * carries, event after event. */
 START_TEST(test_event_line_seq)
 {
     PlegPodLifecycleEvent event = sample_died_event();
-    g_autoptr(GBytes) line = plegd_event_to_line(&event, G_GUINT64_CONSTANT(1234567890123));
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    g_autoptr(PlegdEvents) events = plegd_events_new(PLEGD_EVENTS_MIN_RING_SIZE, 1, registry);
 
-    ck_assert_uint_eq(plegd_event_line_get_seq(line), G_GUINT64_CONSTANT(1234567890123));
+    for (guint64 expected = 1; expected <= 3; expected++) {
+        guint64 seq = 0;
+        g_autoptr(GBytes) line = plegd_events_publish(events, &event, &seq);
+        g_autofree char *prefix = g_strdup_printf("{\"seq\":%" G_GUINT64_FORMAT ",", expected);
+
+        ck_assert_uint_eq(seq, expected);
+        ck_assert(g_bytes_get_size(line) > strlen(prefix));
+        ck_assert(memcmp(g_bytes_get_data(line, NULL), prefix, strlen(prefix)) == 0);
+    }
 }
 END_TEST
 
