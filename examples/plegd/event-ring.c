@@ -122,3 +122,21 @@ plegd_event_ring_check_since(PlegdEventRing *ring, guint64 since, GError **error
     }
     return TRUE;
 }
+
+gboolean
+plegd_event_ring_check_since_time(PlegdEventRing *ring, gint64 since_ns, GError **error)
+{
+    guint64 oldest = plegd_event_ring_get_oldest_seq(ring);
+    const PlegdEventKey *key = plegd_event_ring_lookup_key(ring, oldest);
+    g_autofree char *since_text = NULL, *oldest_text = NULL;
+
+    if (oldest == 1 || !key || key->time_ns <= since_ns)
+        return TRUE;
+    since_text = pleg_time_format_rfc3339(since_ns);
+    oldest_text = pleg_time_format_rfc3339(key->time_ns);
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                "events since %s are no longer all kept: the oldest event kept is seq "
+                "%" G_GUINT64_FORMAT " of %s; relist, then follow /events",
+                since_text, oldest, oldest_text);
+    return FALSE;
+}

@@ -612,7 +612,7 @@ parse_query(const char *query, gint64 now_ns, Request *ret_request, GError **err
     return TRUE;
 }
 
-/* 410 with {"error", "reason":"gone", "oldest_seq", "newest_seq"[, "oldest_time"]}. */
+/* 410 with {"error", "reason":"gone", "oldest_seq", "newest_seq"}. */
 static void
 respond_gone(PlegdEvents *events, SoupServerMessage *msg, const char *message)
 {
@@ -624,26 +624,6 @@ respond_gone(PlegdEvents *events, SoupServerMessage *msg, const char *message)
 
     pleg_metric_inc(events->refused, labels);
     respond(msg, SOUP_STATUS_GONE, JSON_CONTENT_TYPE, g_strconcat(json, "\n", NULL));
-}
-
-/* With since_time and without since: whether the ring holds every event since then.  It does
- * unless it dropped events and its oldest one is later than since_time. */
-static gboolean
-check_since_time(PlegdEventRing *ring, gint64 since_ns, GError **error)
-{
-    guint64 oldest = plegd_event_ring_get_oldest_seq(ring);
-    const PlegdEventKey *key = plegd_event_ring_lookup_key(ring, oldest);
-    g_autofree char *since_text = NULL, *oldest_text = NULL;
-
-    if (oldest == 1 || !key || key->time_ns <= since_ns)
-        return TRUE;
-    since_text = pleg_time_format_rfc3339(since_ns);
-    oldest_text = pleg_time_format_rfc3339(key->time_ns);
-    g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
-                "events since %s are no longer all kept: the oldest event kept is seq "
-                "%" G_GUINT64_FORMAT " of %s; relist, then follow /events",
-                since_text, oldest, oldest_text);
-    return FALSE;
 }
 
 gboolean
@@ -680,7 +660,7 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
     if (error ||
         (request.has_since && !plegd_event_ring_check_since(events->ring, request.since, &error)) ||
         (!request.has_since && has_since_time &&
-         !check_since_time(events->ring, since_ns, &error))) {
+         !plegd_event_ring_check_since_time(events->ring, since_ns, &error))) {
         respond_gone(events, msg, error->message);
         return FALSE;
     }

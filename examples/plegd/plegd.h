@@ -643,6 +643,19 @@ const PlegdEventKey *plegd_event_ring_lookup_key(PlegdEventRing *ring, guint64 s
  */
 gboolean plegd_event_ring_check_since(PlegdEventRing *ring, guint64 since, GError **error);
 
+/**
+ * plegd_event_ring_check_since_time:
+ * @since_ns: the time (Unix ns) a client wants the events from, by their #PlegdEventKey.time_ns.
+ *
+ * Whether the ring holds every event since @since_ns: it does unless it dropped events and its
+ * oldest one is later than @since_ns.
+ *
+ * Returns: %FALSE with %G_IO_ERROR_NOT_FOUND naming @since_ns and the oldest event kept (its
+ *   seq and time).
+ */
+gboolean plegd_event_ring_check_since_time(PlegdEventRing *ring, gint64 since_ns,
+                                           GError **error);
+
 /* events-http.c: GET /events, newline-delimited JSON, one subscriber per connection. */
 
 #define PLEGD_EVENTS_DEFAULT_MAX_CLIENTS 128
