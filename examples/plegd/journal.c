@@ -79,8 +79,9 @@ add_field(EntryBuilder *b, const char *name_eq, const char *value)
 static void
 add_time_field(EntryBuilder *b, const char *name_eq, gint64 unix_ns)
 {
-    g_autofree char *text = pleg_time_format_rfc3339(unix_ns);
+    char text[PLEG_TIME_RFC3339_SIZE];
 
+    pleg_time_format_rfc3339_to_buffer(unix_ns, text);
     add_field(b, name_eq, text);
 }
 
