@@ -160,6 +160,8 @@ missed_collapse(PlegGeneric *pleg, Missed *m, PlegRelistSource source, PlegPodSt
             continue;
         event = build_event(pleg, m->pod_uid, t->type, m->id, source, status);
         copy_names(event, named);
+        /* What the subscriber never saw of an initial state is still the initial state. */
+        event->details.initial = named->details.initial;
         missed_append(m, event, t->after);
     }
 }
@@ -334,7 +336,8 @@ redeliver_missed(PlegGeneric *pleg, const char *pod_uid)
  * when the relist ends (redeliver_missed()).  Called with state_lock held. */
 void
 deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistSource source,
-        PlegPodStatus *status, const PodSnapshot *current, const PodSnapshot *previous)
+        PlegPodStatus *status, const PodSnapshot *current, const PodSnapshot *previous,
+        gboolean initial)
 {
     PlegMetricSeries *events_total = source_series(pleg->series.events_total, source);
 
@@ -347,6 +350,7 @@ deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions, PlegRelistS
         pleg_metric_series_inc(events_total);
         event = build_event(pleg, pod_uid, t->type, t->id, source, status);
         pod_snapshot_fill_details(&event->details, t->id, current, previous);
+        event->details.initial = initial;
 
         for (guint s = 0; s < pleg->subscribers->len; s++) {
             Subscriber *sub = g_ptr_array_index(pleg->subscribers, s);

@@ -72,6 +72,13 @@ pleg_pod_lifecycle_event_get_details(const PlegPodLifecycleEvent *event)
     return &event->details;
 }
 
+gboolean
+pleg_pod_lifecycle_event_is_initial(const PlegPodLifecycleEvent *event)
+{
+    g_return_val_if_fail(event != NULL, FALSE);
+    return event->details.initial;
+}
+
 PlegPodLifecycleEvent *
 pleg_pod_lifecycle_event_new(const char *pod_uid, PlegPodLifecycleEventType type,
                              const char *container_id, PlegRelistSource source, gint64 time_ns)

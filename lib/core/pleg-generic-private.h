@@ -67,7 +67,9 @@ typedef struct {
     PodSnapshot *old;     /* last published */
     PodSnapshot *current; /* last listed */
     gboolean reinspect;
-    gboolean listed; /* pleg-listing.c's mark: in the listing being published */
+    gboolean listed;   /* pleg-listing.c's mark: in the listing being published */
+    gboolean restored; /* given by pleg_generic_restore_record(), not inspected since */
+    gboolean initial;  /* first listed by a PLEG without records, not published since */
 } PodRecord;
 
 /* pleg-listing.c: a global relist's listing, kept across relists. */
@@ -150,6 +152,7 @@ typedef struct {
     PodSnapshot *current; /* what to inspect; NULL when the pod is gone */
     PodSnapshot *old;     /* keeps the transitions' ids alive */
     gboolean reinspect;
+    gboolean restored; /* the record's: inspect even without transitions, fill the cache */
     gboolean inspect; /* the runtime is to be asked for the pod's status (pleg-inspect.c) */
     gboolean fresh;   /* the result: see reconcile_publish() */
 } PodWork;
@@ -206,6 +209,10 @@ struct _PlegGeneric {
     GError *last_relist_error;     /* the last global relist's failure, NULL after a success */
     gint64 last_relist_attempt_ns; /* start of the last global relist, whatever its outcome */
     gboolean relist_started;       /* a global relist has begun */
+    /* New records are initial (PodRecord.initial): no records were restored and no global
+     * relist has succeeded yet.  Under state_lock. */
+    gboolean records_initial;
+    gboolean relisted; /* a relist, global or targeted, has published a listing */
     gboolean relist_finished;      /* a global relist has ended, successful or not */
 
     GMutex queue_lock;
@@ -274,11 +281,11 @@ G_GNUC_INTERNAL extern const PlegListingVisitor pleg_listing_visitor;
 G_GNUC_INTERNAL const guint *pleg_listing_get_container_states(PlegListing *listing);
 /* Groups the listing into pods and sets the current snapshot of every record @only names (of
  * every record when @only is NULL) to its pod, NULL for a pod not listed, creating records for
- * new pods; pods listed that @only does not name are left alone.  A record whose current
- * snapshot already holds what was listed keeps it.  Call with state_lock held.  Returns: the
- * pods published with a ready sandbox. */
+ * new pods (initial when @initial); pods listed that @only does not name are left alone.  A
+ * record whose current snapshot already holds what was listed keeps it.  Call with state_lock
+ * held.  Returns: the pods published with a ready sandbox. */
 G_GNUC_INTERNAL guint pleg_listing_publish(PlegListing *listing, GHashTable *records,
-                                           GHashTable *only);
+                                           GHashTable *only, gboolean initial);
 
 /* pleg-transitions.c: pure, callable with no lock. */
 G_GNUC_INTERNAL void add_transitions(GArray *out, const char *id, PlegState before,
@@ -296,10 +303,12 @@ G_GNUC_INTERNAL void pod_snapshot_fill_details(PlegEventDetails *details, const 
                                                const PodSnapshot *previous);
 
 /* pleg-delivery.c: called with state_lock held.  @current and @previous are the pod's
- * snapshots the transitions came from, for the events' names. */
+ * snapshots the transitions came from, for the events' names; @initial marks the events
+ * (PlegEventDetails.initial). */
 G_GNUC_INTERNAL void deliver(PlegGeneric *pleg, const char *pod_uid, GArray *transitions,
                              PlegRelistSource source, PlegPodStatus *status,
-                             const PodSnapshot *current, const PodSnapshot *previous);
+                             const PodSnapshot *current, const PodSnapshot *previous,
+                             gboolean initial);
 G_GNUC_INTERNAL void redeliver_missed(PlegGeneric *pleg, const char *pod_uid);
 G_GNUC_INTERNAL Subscriber *subscriber_new(guint capacity);
 G_GNUC_INTERNAL void subscriber_free(Subscriber *sub);

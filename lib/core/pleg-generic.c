@@ -42,6 +42,108 @@ pleg_generic_start(PlegGeneric *pleg)
     pleg->thread = g_thread_new("pleg-dispatcher", dispatcher_thread, pleg);
 }
 
+/* Whether records may still be restored: nothing has listed yet.  Takes state_lock. */
+static gboolean
+check_restorable(PlegGeneric *pleg, GError **error)
+{
+    gboolean listed;
+
+    g_mutex_lock(&pleg->state_lock);
+    listed = pleg->thread != NULL || pleg->relisted;
+    g_mutex_unlock(&pleg->state_lock);
+    if (listed) {
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_BUSY,
+                            "records can only be restored before the PLEG starts and relists");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean
+pleg_generic_restore(PlegGeneric *pleg, GError **error)
+{
+    g_return_val_if_fail(pleg != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+    if (!check_restorable(pleg, error))
+        return FALSE;
+    g_mutex_lock(&pleg->state_lock);
+    pleg->records_initial = FALSE;
+    g_mutex_unlock(&pleg->state_lock);
+    return TRUE;
+}
+
+/* @pod with @entry in place of the entry of the same id, or added (sandboxes last). */
+static PodSnapshot *
+snapshot_with(const PodSnapshot *pod, const char *uid, const PodEntry *entry)
+{
+    PodSnapshot *copy = pod_snapshot_new(uid);
+
+    for (guint k = 0; pod && k < 2; k++) {
+        GPtrArray *from = k == 0 ? pod->containers : pod->sandboxes;
+
+        for (guint i = 0; i < from->len; i++) {
+            const PodEntry *e = g_ptr_array_index(from, i);
+
+            if (!g_str_equal(e->id, entry->id))
+                g_ptr_array_add(e->is_sandbox ? copy->sandboxes : copy->containers,
+                                pod_entry_new(e));
+        }
+    }
+    g_ptr_array_add(entry->is_sandbox ? copy->sandboxes : copy->containers, pod_entry_new(entry));
+    return copy;
+}
+
+gboolean
+pleg_generic_restore_record(PlegGeneric *pleg, const char *pod_uid, const char *id,
+                            gboolean sandbox, PlegContainerState state,
+                            const PlegEventDetails *names, GError **error)
+{
+    PodEntry entry = {0};
+    PodRecord *rec;
+
+    g_return_val_if_fail(pleg != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+    if (!pod_uid || !*pod_uid || !id || !*id ||
+        (state != PLEG_CONTAINER_STATE_RUNNING && state != PLEG_CONTAINER_STATE_EXITED)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "a restored record needs a pod UID, an id and the state running or exited "
+                    "(got pod %s, id %s, state %s)",
+                    pod_uid && *pod_uid ? "set" : "empty", id && *id ? "set" : "empty",
+                    pleg_container_state_to_string(state));
+        return FALSE;
+    }
+    if (!pleg_generic_restore(pleg, error))
+        return FALSE;
+
+    entry.id = id;
+    entry.state = pleg_state_from_container(state);
+    entry.is_sandbox = sandbox ? TRUE : FALSE;
+    if (names) {
+        entry.names.name = sandbox ? names->pod_name : names->container_name;
+        entry.names.namespace_ = sandbox ? names->pod_namespace : NULL;
+        entry.names.image = sandbox ? NULL : names->image;
+        entry.names.attempt = names->attempt;
+    }
+
+    g_mutex_lock(&pleg->state_lock);
+    rec = g_hash_table_lookup(pleg->records, pod_uid);
+    if (!rec) {
+        rec = g_new0(PodRecord, 1);
+        g_hash_table_insert(pleg->records, g_strdup(pod_uid), rec);
+    }
+    /* Snapshots are immutable once published: a new one for each entry added, which only a
+     * restore (before anything runs) does. */
+    g_clear_pointer(&rec->current, pod_snapshot_unref);
+    rec->current = snapshot_with(rec->old, pod_uid, &entry);
+    pod_snapshot_unref(rec->old);
+    rec->old = pod_snapshot_ref(rec->current);
+    rec->restored = TRUE;
+    g_mutex_unlock(&pleg->state_lock);
+    return TRUE;
+}
+
 void
 pleg_generic_stop(PlegGeneric *pleg)
 {
@@ -207,6 +309,7 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
     g_mutex_init(&pleg->state_lock);
     pleg->records =
         g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)record_free);
+    pleg->records_initial = TRUE;
     pleg->subscribers = g_ptr_array_new_with_free_func((GDestroyNotify)subscriber_free);
 
     g_mutex_init(&pleg->queue_lock);

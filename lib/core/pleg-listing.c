@@ -379,7 +379,8 @@ clear_unlisted(PodRecord *rec)
 }
 
 guint
-pleg_listing_publish(PlegListing *listing, GHashTable *records, GHashTable *only)
+pleg_listing_publish(PlegListing *listing, GHashTable *records, GHashTable *only,
+                     gboolean initial)
 {
     const guint32 *order;
     guint running_pods = 0;
@@ -407,6 +408,7 @@ pleg_listing_publish(PlegListing *listing, GHashTable *records, GHashTable *only
         rec = g_hash_table_lookup(records, uid);
         if (!rec) {
             rec = g_new0(PodRecord, 1);
+            rec->initial = initial;
             g_hash_table_insert(records, g_strdup(uid), rec);
         }
         rec->listed = TRUE;

@@ -37,11 +37,15 @@ reconcile_prepare(PlegGeneric *pleg, PodWork *work)
         return FALSE;
     }
     work->reinspect = rec->reinspect;
+    work->restored = rec->restored;
     /* A pod listed as it was published keeps its snapshot (pleg-listing.c): nothing to compare,
      * and no allocation for it. */
     if (rec->old != rec->current || work->reinspect)
         work->transitions = compute_transitions(rec->old, rec->current);
-    if ((!work->transitions || work->transitions->len == 0) && !work->reinspect) {
+    /* A restored pod is inspected once even when nothing changed: the pod cache knows nothing
+     * of it yet. */
+    if ((!work->transitions || work->transitions->len == 0) && !work->reinspect &&
+        !(work->restored && rec->current)) {
         work->fresh = !is_suspended(pleg, pod_uid);
         if (!rec->current)
             g_hash_table_remove(pleg->records, pod_uid);
@@ -94,6 +98,8 @@ reconcile_publish(PlegGeneric *pleg, PodWork *work, PlegPodStatus *status, const
 
     rec->reinspect = FALSE;
     /* A pod that vanished while it waited for reinspection has nothing left to sync. */
+    if (!work->transitions)
+        work->transitions = g_array_new(FALSE, FALSE, sizeof(Transition));
     if (work->reinspect && work->transitions->len == 0 && status) {
         Transition sync = {.type = PLEG_POD_SYNC};
         g_array_append_val(work->transitions, sync);
@@ -101,7 +107,10 @@ reconcile_publish(PlegGeneric *pleg, PodWork *work, PlegPodStatus *status, const
     published = g_steal_pointer(&rec->old);
     rec->old = pod_snapshot_ref(rec->current);
 
-    deliver(pleg, pod_uid, work->transitions, work->source, status, rec->old, published);
+    deliver(pleg, pod_uid, work->transitions, work->source, status, rec->old, published,
+            rec->initial);
+    rec->restored = FALSE;
+    rec->initial = FALSE;
     if (!rec->old)
         g_hash_table_remove(pleg->records, pod_uid);
     g_mutex_unlock(&pleg->state_lock);
@@ -205,7 +214,9 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     pleg->last_relist_ns = timestamp_ns;
     pleg->last_relist_mono_usec = start_usec;
     g_clear_error(&pleg->last_relist_error);
-    running_pods = pleg_listing_publish(pleg->listing, pleg->records, NULL);
+    pleg->relisted = TRUE;
+    running_pods =
+        pleg_listing_publish(pleg->listing, pleg->records, NULL, pleg->records_initial);
     /* The pods' UIDs are copied, for reconciling may remove a record and free its key; into
      * memory kept for the next relist, so that a steady relist allocates nothing per pod.  Each
      * work holds its UID's offset until the copies stop moving. */
@@ -239,6 +250,9 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
     g_mutex_unlock(&pleg->state_lock);
 
     pleg_pod_cache_set_global_timestamp(pleg->cache, timestamp_ns);
+    g_mutex_lock(&pleg->state_lock);
+    pleg->records_initial = FALSE;
+    g_mutex_unlock(&pleg->state_lock);
     ok = TRUE;
 
 out:
@@ -369,7 +383,8 @@ relist_pods(PlegGeneric *pleg, const char *const *pod_uids, const PlegRelistSour
     ok = list_pods(pleg, uids, error);
     if (ok) {
         g_mutex_lock(&pleg->state_lock);
-        pleg_listing_publish(pleg->listing, pleg->records, seen);
+        pleg->relisted = TRUE;
+        pleg_listing_publish(pleg->listing, pleg->records, seen, pleg->records_initial);
         g_atomic_int_set(&pleg->known_pods, (gint)g_hash_table_size(pleg->records));
         g_mutex_unlock(&pleg->state_lock);
 

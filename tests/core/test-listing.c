@@ -119,7 +119,7 @@ START_TEST(test_groups_by_uid)
 
     list_all(listing);
     /* Ready sandboxes: pod1's s2 and s3, pod2's s4; c3 goes to pod4, whose s4 was listed last. */
-    ck_assert_uint_eq(pleg_listing_publish(listing, records, NULL), 2);
+    ck_assert_uint_eq(pleg_listing_publish(listing, records, NULL, FALSE), 2);
     assert_grouped(records);
     states = pleg_listing_get_container_states(listing);
     ck_assert_uint_eq(states[PLEG_CONTAINER_STATE_RUNNING], 2);
@@ -137,12 +137,12 @@ START_TEST(test_unchanged_pod_keeps_snapshot)
     PlegPodSandbox sandbox = {.id = "s9", .uid = "pod1", .created_at_ns = 1};
 
     list_all(listing);
-    pleg_listing_publish(listing, records, NULL);
+    pleg_listing_publish(listing, records, NULL, FALSE);
     rec = g_hash_table_lookup(records, "pod1");
     before = rec->current;
 
     list_all(listing);
-    pleg_listing_publish(listing, records, NULL);
+    pleg_listing_publish(listing, records, NULL, FALSE);
     ck_assert_ptr_eq(((PodRecord *)g_hash_table_lookup(records, "pod1"))->current, before);
     assert_grouped(records);
 
@@ -150,14 +150,14 @@ START_TEST(test_unchanged_pod_keeps_snapshot)
     before = ((PodRecord *)g_hash_table_lookup(records, "pod2"))->current;
     list_all(listing);
     pleg_listing_visitor.sandbox(&sandbox, listing);
-    pleg_listing_publish(listing, records, NULL);
+    pleg_listing_publish(listing, records, NULL, FALSE);
     rec = g_hash_table_lookup(records, "pod1");
     ck_assert_uint_eq(rec->current->sandboxes->len, 4);
     ck_assert_ptr_eq(((PodRecord *)g_hash_table_lookup(records, "pod2"))->current, before);
 
     /* An empty listing leaves every record without a current snapshot. */
     pleg_listing_reset(listing);
-    ck_assert_uint_eq(pleg_listing_publish(listing, records, NULL), 0);
+    ck_assert_uint_eq(pleg_listing_publish(listing, records, NULL, FALSE), 0);
     ck_assert_ptr_null(((PodRecord *)g_hash_table_lookup(records, "pod1"))->current);
     pleg_listing_free(listing);
 }
@@ -184,7 +184,7 @@ START_TEST(test_publishes_only_pods_asked)
 
     list_all(listing);
     /* pod1's sandboxes s2 and s3 are ready; pod2's s4 is not counted, pod2 not being asked. */
-    ck_assert_uint_eq(pleg_listing_publish(listing, records, only), 1);
+    ck_assert_uint_eq(pleg_listing_publish(listing, records, only, FALSE), 1);
     ck_assert_uint_eq(g_hash_table_size(records), 3);
     assert_pod_grouped(records, 0);
     ck_assert_ptr_eq(pod2->current, kept);
@@ -210,7 +210,7 @@ START_TEST(test_restart_drops_what_was_handed)
     pleg_listing_visitor.restart(FALSE, listing);
     for (guint i = 0; i < G_N_ELEMENTS(containers); i++)
         pleg_listing_visitor.container(&containers[i], listing);
-    pleg_listing_publish(listing, records, NULL);
+    pleg_listing_publish(listing, records, NULL, FALSE);
     assert_grouped(records);
     ck_assert_uint_eq(pleg_listing_get_container_states(listing)[PLEG_CONTAINER_STATE_CREATED], 3);
     pleg_listing_free(listing);

@@ -235,7 +235,7 @@ START_TEST(test_states_from_listing)
         pleg_listing_add_container(listing, &c);
     }
 
-    pleg_listing_publish(listing, records, NULL);
+    pleg_listing_publish(listing, records, NULL, FALSE);
     pleg_listing_free(listing);
     rec = g_hash_table_lookup(records, "pod1");
     ck_assert_ptr_nonnull(rec);

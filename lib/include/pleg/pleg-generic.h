@@ -95,6 +95,10 @@ const char *pleg_relist_source_to_string(PlegRelistSource source);
  * @started_at_ns: for %PLEG_CONTAINER_STARTED of a container, CRI `ContainerStatus.started_at`
  *   from the pod cache, Unix time in nanoseconds; 0 when the runtime gave none, and for every
  *   other event.
+ * @initial: the event reports what the PLEG found when it first listed the pod, not a change it
+ *   saw happen: the first relist of a PLEG that was given no records (pleg_generic_restore())
+ *   reports every container it finds this way.  Read it with
+ *   pleg_pod_lifecycle_event_is_initial() (since 0.3).
  *
  * The names of what a #PlegPodLifecycleEvent is about, taken from the listings of the relist
  * that found the change (ListPodSandbox, ListContainers): no CRI call is made for them.  An
@@ -112,6 +116,7 @@ typedef struct {
     char *image;
     gboolean sandbox;
     gint64 started_at_ns;
+    gboolean initial;
 } PlegEventDetails;
 
 /**
@@ -164,6 +169,25 @@ typedef struct {
  * Since: 0.2
  */
 const PlegEventDetails *pleg_pod_lifecycle_event_get_details(const PlegPodLifecycleEvent *event);
+
+/**
+ * pleg_pod_lifecycle_event_is_initial:
+ * @event: an event.
+ *
+ * Whether @event reports the state the PLEG found when it first listed the pod rather than a
+ * change (#PlegEventDetails.initial): a container that has been running for a day is reported
+ * by the first relist of a fresh PLEG as %PLEG_CONTAINER_STARTED, an old exit as
+ * %PLEG_CONTAINER_DIED, both initial.  A PLEG given the records of an earlier one
+ * (pleg_generic_restore()) reports only what changed since, and nothing as initial.  Events of
+ * a pod are initial until the PLEG has published the pod once; a PodSync never is.
+ *
+ * Returns: %TRUE for an initial event.
+ *
+ * Thread safety: any thread holding a reference to @event.
+ *
+ * Since: 0.3
+ */
+gboolean pleg_pod_lifecycle_event_is_initial(const PlegPodLifecycleEvent *event);
 
 /**
  * pleg_pod_lifecycle_event_ref:
@@ -384,6 +408,63 @@ PlegGeneric *pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *con
  */
 void pleg_generic_free(PlegGeneric *pleg);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegGeneric, pleg_generic_free)
+
+/**
+ * pleg_generic_restore:
+ * @pleg: a PLEG that has not started and has not relisted.
+ * @error: %G_IO_ERROR_BUSY when @pleg has started or relisted.
+ *
+ * Makes @pleg resume from records saved by an earlier PLEG instead of starting from nothing:
+ * its first relist reports only what changed against the records given with
+ * pleg_generic_restore_record() (none: nothing existed), and no event is initial
+ * (pleg_pod_lifecycle_event_is_initial()).  A container that died while nothing watched is
+ * reported as %PLEG_CONTAINER_DIED with its exit from the runtime, one that was removed as
+ * %PLEG_CONTAINER_REMOVED, one created meanwhile as it is found; one that is as recorded gives
+ * no event.  Every restored pod is still inspected by the first relist that lists it, which
+ * fills the pod cache, but gives a PodSync only when its inspection fails and is retried.
+ *
+ * This is how a process that keeps the events it published (plegd's --state-dir) avoids
+ * reporting the whole node again after a restart; what a #PlegPodLifecycleEvent leaves behind
+ * is what pleg_generic_restore_record() takes.  Restoring is not a way to learn of containers:
+ * a restored container the runtime does not list is reported removed.
+ *
+ * Returns: %FALSE with @error set when it is too late.
+ *
+ * Thread safety: the lifecycle thread (see pleg_generic_new()), before pleg_generic_start().
+ *
+ * Since: 0.3
+ */
+gboolean pleg_generic_restore(PlegGeneric *pleg, GError **error);
+
+/**
+ * pleg_generic_restore_record:
+ * @pleg: a PLEG that has not started and has not relisted.
+ * @pod_uid: the pod's UID (#PlegPodLifecycleEvent.pod_uid).
+ * @id: the container or sandbox id (#PlegPodLifecycleEvent.container_id).
+ * @sandbox: whether @id is a pod sandbox (#PlegEventDetails.sandbox).
+ * @state: what the last event of @id said: %PLEG_CONTAINER_STATE_RUNNING after
+ *   %PLEG_CONTAINER_STARTED, %PLEG_CONTAINER_STATE_EXITED after %PLEG_CONTAINER_DIED (for a
+ *   sandbox: ready, not ready).  An id whose last event was %PLEG_CONTAINER_REMOVED is not
+ *   restored.
+ * @names: (nullable): the names of @id's last event (pleg_pod_lifecycle_event_get_details());
+ *   only @pod_namespace, @pod_name, @container_name, @attempt and @image are read, and copied.
+ * @error: %G_IO_ERROR_BUSY as for pleg_generic_restore(); %G_IO_ERROR_INVALID_ARGUMENT for an
+ *   empty @pod_uid or @id, or a @state other than running or exited.
+ *
+ * Adds one container or sandbox to @pleg's records, as pleg_generic_restore() describes (and
+ * calls it).  Events later carry @names for @id until the runtime lists it with its own.  The
+ * pod's sandboxes are kept in the order they are restored, newest first: a pod is named by its
+ * first restored sandbox that has names.  Restoring an id again replaces it.
+ *
+ * Returns: %FALSE with @error set, @pleg unchanged.
+ *
+ * Thread safety: the lifecycle thread (see pleg_generic_new()), before pleg_generic_start().
+ *
+ * Since: 0.3
+ */
+gboolean pleg_generic_restore_record(PlegGeneric *pleg, const char *pod_uid, const char *id,
+                                     gboolean sandbox, PlegContainerState state,
+                                     const PlegEventDetails *names, GError **error);
 
 /**
  * pleg_generic_start:
