@@ -13,6 +13,7 @@ typedef struct {
 struct _PlegdEventRing {
     guint capacity;
     Slot *slots;    /* seq s lives in slots[(s - 1) % capacity] */
+    guint64 first;  /* seq of the history's first event: no seq before it is plegd's */
     guint64 oldest; /* seq of the oldest line kept; == next when empty */
     guint64 next;   /* seq the next line gets */
 };
@@ -26,9 +27,27 @@ plegd_event_ring_new(guint capacity)
     ring = g_new0(PlegdEventRing, 1);
     ring->capacity = capacity;
     ring->slots = g_new0(Slot, capacity);
+    ring->first = 1;
     ring->oldest = 1;
     ring->next = 1;
     return ring;
+}
+
+void
+plegd_event_ring_start(PlegdEventRing *ring, guint64 first_seq, guint64 next_seq)
+{
+    g_return_if_fail(ring->next == ring->oldest);
+    g_return_if_fail(first_seq >= 1 && next_seq >= first_seq);
+
+    ring->first = first_seq;
+    ring->oldest = next_seq;
+    ring->next = next_seq;
+}
+
+guint64
+plegd_event_ring_get_first_seq(PlegdEventRing *ring)
+{
+    return ring->first;
 }
 
 void
@@ -66,6 +85,13 @@ guint64
 plegd_event_ring_push(PlegdEventRing *ring, GBytes *line, const PlegPodLifecycleEvent *event,
                       guint64 *ret_evicted)
 {
+    return plegd_event_ring_push_key(ring, line, plegd_event_key_new(event), ret_evicted);
+}
+
+guint64
+plegd_event_ring_push_key(PlegdEventRing *ring, GBytes *line, PlegdEventKey *key,
+                          guint64 *ret_evicted)
+{
     guint64 seq = ring->next;
     Slot *slot = &ring->slots[(seq - 1) % ring->capacity];
     guint64 evicted = 0;
@@ -77,7 +103,7 @@ plegd_event_ring_push(PlegdEventRing *ring, GBytes *line, const PlegPodLifecycle
     g_clear_pointer(&slot->line, g_bytes_unref);
     g_clear_pointer(&slot->key, plegd_event_key_free);
     slot->line = g_bytes_ref(line);
-    slot->key = plegd_event_key_new(event);
+    slot->key = key;
     ring->next++;
     if (ret_evicted)
         *ret_evicted = evicted;
@@ -105,11 +131,23 @@ plegd_event_ring_check_since(PlegdEventRing *ring, guint64 since, GError **error
 {
     guint64 newest = ring->next - 1;
 
+    /* 0: nothing seen, everything of this history wanted. */
+    if (since == 0)
+        since = ring->first - 1;
     if (since > newest) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
                     "seq %" G_GUINT64_FORMAT " was never assigned: the newest event is seq "
-                    "%" G_GUINT64_FORMAT " (plegd restarted?); relist, then follow /events",
+                    "%" G_GUINT64_FORMAT " (a seq of another plegd history: its state was "
+                    "lost?); relist, then follow /events",
                     since, newest);
+        return FALSE;
+    }
+    if (since + 1 < ring->first) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+                    "seq %" G_GUINT64_FORMAT " is older than this plegd's history, which "
+                    "starts at seq %" G_GUINT64_FORMAT " (its state was lost, or it keeps none: "
+                    "--state-dir); relist, then follow /events",
+                    since, ring->first);
         return FALSE;
     }
     /* since+1 is the first seq the client wants; it may be the next one, not assigned yet. */
@@ -130,7 +168,7 @@ plegd_event_ring_check_since_time(PlegdEventRing *ring, gint64 since_ns, GError 
     const PlegdEventKey *key = plegd_event_ring_lookup_key(ring, oldest);
     g_autofree char *since_text = NULL, *oldest_text = NULL;
 
-    if (oldest == 1 || !key || key->time_ns <= since_ns)
+    if (oldest == ring->first || !key || key->time_ns <= since_ns)
         return TRUE;
     since_text = pleg_time_format_rfc3339(since_ns);
     oldest_text = pleg_time_format_rfc3339(key->time_ns);

@@ -33,7 +33,8 @@ typedef struct _Subscriber Subscriber;
 
 struct _PlegdEvents {
     PlegdEventRing *ring;
-    char *instance; /* a random UUID: seqs of another plegd process are not ours */
+    char *instance;     /* a UUID: seqs of another plegd history are not ours */
+    guint64 next_taken; /* the seq plegd_events_take_seq() gives next */
     guint max_clients;
     gint64 cutoff_grace_usec;
     GMainContext *context;
@@ -403,6 +404,7 @@ plegd_events_new(guint ring_size, guint max_clients, PlegMetricsRegistry *metric
 
     events->ring = plegd_event_ring_new(ring_size);
     events->instance = g_uuid_string_random();
+    events->next_taken = plegd_event_ring_get_next_seq(events->ring);
     events->max_clients = max_clients;
     events->cutoff_grace_usec = PLEGD_HTTP_IDLE_TIMEOUT_USEC;
     events->context = g_main_context_ref_thread_default();
@@ -497,13 +499,45 @@ before_eviction(PlegdEvents *events)
     }
 }
 
-GBytes *
-plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event, guint64 *ret_seq)
+void
+plegd_events_start_history(PlegdEvents *events, const char *instance, guint64 first_seq,
+                           guint64 next_seq)
+{
+    g_return_if_fail(events->next_taken == plegd_event_ring_get_next_seq(events->ring));
+
+    g_free(events->instance);
+    events->instance = g_strdup(instance);
+    plegd_event_ring_start(events->ring, first_seq, next_seq);
+    events->next_taken = next_seq;
+    pleg_metric_series_set(events->last_seq, (double)(next_seq - 1));
+}
+
+void
+plegd_events_restore_line(PlegdEvents *events, guint64 seq, GBytes *line, PlegdEventKey *key)
 {
     PlegdEventRing *ring = events->ring;
-    guint64 seq = plegd_event_ring_get_next_seq(ring);
-    GBytes *line = plegd_event_to_line(event, seq);
 
+    if (plegd_event_ring_get_oldest_seq(ring) == plegd_event_ring_get_next_seq(ring))
+        plegd_event_ring_start(ring, plegd_event_ring_get_first_seq(ring), seq);
+    g_return_if_fail(seq == plegd_event_ring_get_next_seq(ring));
+    plegd_event_ring_push_key(ring, line, key, NULL);
+    events->next_taken = seq + 1;
+    pleg_metric_series_set(events->last_seq, (double)seq);
+}
+
+guint64
+plegd_events_take_seq(PlegdEvents *events)
+{
+    return events->next_taken++;
+}
+
+void
+plegd_events_publish_line(PlegdEvents *events, const PlegPodLifecycleEvent *event, guint64 seq,
+                          GBytes *line)
+{
+    PlegdEventRing *ring = events->ring;
+
+    g_return_if_fail(seq == plegd_event_ring_get_next_seq(ring));
     if (events->subscribers &&
         seq - plegd_event_ring_get_oldest_seq(ring) == plegd_event_ring_get_capacity(ring))
         before_eviction(events);
@@ -511,6 +545,15 @@ plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event, gu
     pleg_metric_series_set(events->last_seq, (double)seq);
     if (events->subscribers)
         schedule_flush(events);
+}
+
+GBytes *
+plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event, guint64 *ret_seq)
+{
+    guint64 seq = plegd_events_take_seq(events);
+    GBytes *line = plegd_event_to_line(event, seq);
+
+    plegd_events_publish_line(events, event, seq, line);
     if (ret_seq)
         *ret_seq = seq;
     return line;
@@ -652,8 +695,9 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
         g_autofree char *shown = pleg_log_text(request.instance, -1, 0);
 
         g_set_error(&error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
-                    "instance %s is not this plegd (%s): plegd restarted, its seqs start again "
-                    "at 1; relist, then follow /events",
+                    "instance %s is not this plegd's history (%s): plegd restarted without the "
+                    "state it had (its state was lost, or it keeps none: --state-dir); relist, "
+                    "then follow /events",
                     shown, events->instance);
     }
     /* After since, since_time only selects: the ring holds everything after since. */

@@ -66,7 +66,8 @@ str_ptr_array_remove(GPtrArray *array, const char *name)
 
 /* Answers @waiter's request from a round's @results. */
 static void
-health_answer(const HealthWaiter *waiter, GPtrArray *results, PlegHealthKind kind)
+health_answer(PlegdHttp *http, const HealthWaiter *waiter, GPtrArray *results,
+              PlegHealthKind kind)
 {
     /* The endpoint's name as asked: "healthz" is the alias of "livez". */
     const char *endpoint = waiter->as_healthz ? "healthz" : health_answers[kind].endpoint;
@@ -111,6 +112,14 @@ health_answer(const HealthWaiter *waiter, GPtrArray *results, PlegHealthKind kin
             g_string_append_printf(body, "%s\"%s\"", i ? "," : "", shown);
         }
         g_string_append_c(body, '\n');
+    }
+    /* What readiness shows without counting it (a state directory that cannot be written). */
+    for (guint i = 0; verbose && kind == PLEG_HEALTH_READINESS && i < http->readiness_infos->len;
+         i++) {
+        const ReadinessInfo *info = g_ptr_array_index(http->readiness_infos, i);
+        g_autofree char *text = info->func(info->data);
+
+        g_string_append_printf(body, "[+]%s ok (informational): %s\n", info->name, text);
     }
     if (verbose)
         g_string_append_printf(body, "%s check %s\n", endpoint, failed ? "failed" : "passed");
@@ -227,7 +236,7 @@ health_round_done(gpointer data)
     for (guint i = 0; i < waiters->len && round->http; i++) {
         HealthWaiter *waiter = g_ptr_array_index(waiters, i);
 
-        health_answer(waiter, round->results, round->kind);
+        health_answer(round->http, waiter, round->results, round->kind);
         soup_server_message_unpause(waiter->msg);
     }
     return G_SOURCE_REMOVE;
@@ -394,4 +403,29 @@ plegd_http_wait_rounds(PlegdHttp *http, gint64 timeout_usec)
     idle = threads->running == 0;
     g_mutex_unlock(&threads->lock);
     return idle;
+}
+
+static void
+readiness_info_free(ReadinessInfo *info)
+{
+    g_free(info->name);
+    g_free(info);
+}
+
+GPtrArray *
+plegd_http_readiness_infos_new(void)
+{
+    return g_ptr_array_new_with_free_func((GDestroyNotify)readiness_info_free);
+}
+
+void
+plegd_http_add_readiness_info(PlegdHttp *http, const char *name, PlegdReadinessInfoFunc func,
+                              gpointer data)
+{
+    ReadinessInfo *info = g_new0(ReadinessInfo, 1);
+
+    info->name = g_strdup(name);
+    info->func = func;
+    info->data = data;
+    g_ptr_array_add(http->readiness_infos, info);
 }

@@ -17,6 +17,12 @@
 
 typedef struct _Connection Connection;
 
+typedef struct {
+    char *name;
+    PlegdReadinessInfoFunc func;
+    gpointer data;
+} ReadinessInfo;
+
 struct _PlegdHttp {
     SoupServer *server;
     GSocketListener *listener;
@@ -42,6 +48,7 @@ struct _PlegdHttp {
     struct _RoundThreads *round_threads; /* shared with the rounds' threads */
     PlegMetric *health_waiters;          /* plegd_health_waiters{endpoint} */
     gboolean stopping;                   /* plegd_http_stop_accepting() was called */
+    GPtrArray *readiness_infos; /* ReadinessInfo, plegd_http_add_readiness_info()'s */
 };
 
 struct _Connection {
@@ -90,3 +97,5 @@ void plegd_http_handle_readyz(PlegdHttp *http, SoupServerMessage *msg);
 void plegd_http_health_waiter_lose_connection(struct _HealthWaiter *waiter);
 /* It waited @waited_usec: answered 503 through libsoup and out of its round. */
 void plegd_http_health_waiter_time_out(struct _HealthWaiter *waiter, gint64 waited_usec);
+/* The ReadinessInfo array, freeing its items. */
+GPtrArray *plegd_http_readiness_infos_new(void);

@@ -301,6 +301,7 @@ plegd_http_new(PlegHost *host)
     http->metrics = pleg_metrics_registry_ref(pleg_host_get_metrics(host));
     http->idle_timeout_usec = PLEGD_HTTP_IDLE_TIMEOUT_USEC;
     http->backoff_ms = ACCEPT_BACKOFF_MIN_MS;
+    http->readiness_infos = plegd_http_readiness_infos_new();
     http->connections = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, plegd_http_connection_free);
     http->server = soup_server_new("server-header", "plegd/" PLEG_VERSION, NULL);
     soup_server_add_early_handler(http->server, NULL, handle_early, http, NULL);
@@ -352,6 +353,7 @@ plegd_http_free(PlegdHttp *http)
     g_clear_object(&http->stand_in_peer);
     g_object_unref(http->server);
     g_hash_table_unref(http->connections);
+    g_ptr_array_unref(http->readiness_infos);
     g_object_unref(http->listener);
     g_object_unref(http->cancellable);
     g_clear_pointer(&http->context, g_main_context_unref);

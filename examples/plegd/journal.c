@@ -18,7 +18,7 @@
 #define JOURNAL_SOCKET "/run/systemd/journal/socket"
 
 /* The most fields an entry has: MESSAGE to PLEG_TIME. */
-#define MAX_FIELDS 20
+#define MAX_FIELDS 21
 
 /* One per event type, as systemd's catalog ids are: `journalctl MESSAGE_ID=...` finds every
  * event of a type whatever its text. */
@@ -209,6 +209,8 @@ plegd_journal_entry_new(const PlegPodLifecycleEvent *event, guint64 seq)
     if (event->type == PLEG_CONTAINER_STARTED && details->started_at_ns != 0)
         add_time_field(&b, "PLEG_STARTED_AT=", details->started_at_ns);
     add_field(&b, "PLEG_RELIST_SOURCE=", pleg_relist_source_to_string(event->relist_source));
+    if (pleg_pod_lifecycle_event_is_initial(event))
+        add_field(&b, "PLEG_INITIAL=", "true");
     add_time_field(&b, "PLEG_TIME=", event->time_ns);
 
     entry = g_new0(PlegdJournalEntry, 1);

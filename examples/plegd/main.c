@@ -27,6 +27,10 @@
 #define STREAMS_END_TIMEOUT_USEC (200 * 1000)
 /* At exit, how long a health round still running may take to leave the host's checkers. */
 #define HEALTH_ROUNDS_WAIT_USEC (1 * G_USEC_PER_SEC)
+/* On SIGTERM, how long the events generated before the stop may take to be written to the
+ * state directory (then they are published; those not written are found again after the
+ * restart, as the records say they never happened). */
+#define STATE_CLOSE_TIMEOUT_USEC (5 * G_USEC_PER_SEC)
 
 /* A host left allocated at exit for a health round that did not return (run()). */
 static PlegHost *abandoned_host;
@@ -40,6 +44,9 @@ typedef struct {
     PlegdOutput *output;
     PlegdEvents *events;
     PlegdJournal *journal; /* NULL: events do not go to the journal */
+    PlegdState *state;     /* NULL: no --state-dir */
+    GPtrArray *batch;      /* PlegdStateEntry: events given seqs, to commit next */
+    GSource *commit_source;
     gboolean output_failed;
     gboolean stopping;
 } App;
@@ -105,20 +112,16 @@ setup_logging(void)
 
 /* ---- main loop callbacks ---- */
 
+/* Hands an event with its seq and line to every consumer: the /events ring and its streams,
+ * the journal, stdout. */
 static void
-on_event(PlegPodLifecycleEvent *event, gpointer user_data)
+publish(App *app, const PlegPodLifecycleEvent *event, guint64 seq, GBytes *line)
 {
-    App *app = user_data;
-    g_autoptr(GBytes) line = NULL;
     g_autoptr(GError) error = NULL;
-    guint64 seq;
 
-    g_assert(g_main_context_is_owner(g_main_context_default()));
     if (app->output_failed)
         return;
-
-    /* The seq is given once: stdout and every /events client see the same one. */
-    line = plegd_events_publish(app->events, event, &seq);
+    plegd_events_publish_line(app->events, event, seq, line);
     if (app->journal)
         plegd_journal_publish(app->journal, event, seq);
     if (plegd_output_write_bytes(app->output, line, &error))
@@ -129,6 +132,62 @@ on_event(PlegPodLifecycleEvent *event, gpointer user_data)
     g_message("stdout is not being read: %s; exiting", error->message);
     app->exit_status = EXIT_FAILURE;
     g_main_loop_quit(app->loop);
+}
+
+/* From the state's writer, through the main context: the batch is on disk (or could not be
+ * written, and is served from memory). */
+static void
+on_committed(GPtrArray *batch, gboolean durable, gpointer user_data)
+{
+    App *app = user_data;
+
+    for (guint i = 0; i < batch->len; i++) {
+        const PlegdStateEntry *entry = g_ptr_array_index(batch, i);
+
+        publish(app, entry->event, entry->seq, entry->line);
+    }
+}
+
+/* Runs once the events that were waiting have all been taken (a lower priority than the
+ * channel's): one group commit for them, one fdatasync() however many there were. */
+static gboolean
+on_commit(gpointer user_data)
+{
+    App *app = user_data;
+
+    g_clear_pointer(&app->commit_source, g_source_unref);
+    plegd_state_commit(app->state, g_steal_pointer(&app->batch), on_committed, app);
+    return G_SOURCE_REMOVE;
+}
+
+static void
+on_event(PlegPodLifecycleEvent *event, gpointer user_data)
+{
+    App *app = user_data;
+    g_autoptr(GBytes) line = NULL;
+    guint64 seq;
+
+    g_assert(g_main_context_is_owner(g_main_context_default()));
+    if (app->output_failed)
+        return;
+
+    /* The seq is given once: the state, stdout and every /events client see the same one. */
+    seq = plegd_events_take_seq(app->events);
+    line = plegd_event_to_line(event, seq);
+    if (!app->state) {
+        publish(app, event, seq, line);
+        return;
+    }
+    /* Write-ahead: no consumer sees an event before it is durable. */
+    if (!app->batch)
+        app->batch = g_ptr_array_new_with_free_func((GDestroyNotify)plegd_state_entry_free);
+    g_ptr_array_add(app->batch, plegd_state_entry_new(seq, line, event));
+    if (!app->commit_source) {
+        app->commit_source = g_idle_source_new();
+        g_source_set_priority(app->commit_source, G_PRIORITY_HIGH_IDLE);
+        g_source_set_callback(app->commit_source, on_commit, app, NULL);
+        g_source_attach(app->commit_source, NULL);
+    }
 }
 
 /* From the writer thread, through the main context. */
@@ -354,6 +413,70 @@ end_streams(PlegdEvents *events)
 
 /* ---- the program ---- */
 
+static void
+restore_line(guint64 seq, GBytes *line, const PlegdEventKey *key, gpointer user_data)
+{
+    plegd_events_restore_line(user_data, seq, line,
+                              plegd_event_key_new_full(key->time_ns, key->type, key->sandbox,
+                                                       key->pod_namespace, key->pod_name,
+                                                       key->pod_uid, key->container_name));
+}
+
+/* Places the events in the state's history and gives the PLEG the records it resumes from;
+ * without a state, a fresh history whose seqs start above any a plegd on this node gave. */
+static void
+resume(PlegdState *state, PlegdEvents *events, PlegGeneric *pleg)
+{
+    g_autoptr(GPtrArray) records = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *instance = NULL;
+    guint64 first_seq;
+
+    if (!state) {
+        /* The wall clock in microseconds: later than any seq handed out by an earlier plegd
+         * (which started earlier and gave fewer than a seq a microsecond). */
+        first_seq = (guint64)g_get_real_time();
+        instance = g_uuid_string_random();
+        plegd_events_start_history(events, instance, first_seq, first_seq);
+        return;
+    }
+    plegd_events_start_history(events, plegd_state_get_instance(state),
+                               plegd_state_get_first_seq(state), plegd_state_get_next_seq(state));
+    plegd_state_foreach_line(state, restore_line, events);
+    if (!plegd_state_is_resumed(state))
+        return;
+
+    records = plegd_state_get_records(state);
+    if (!pleg_generic_restore(pleg, &error))
+        g_error("cannot restore the PLEG's records: %s", error->message);
+    for (guint i = 0; i < records->len; i++) {
+        const PlegdStateRecord *r = g_ptr_array_index(records, i);
+        PlegEventDetails names = {
+            .pod_namespace = r->pod_namespace,
+            .pod_name = r->pod_name,
+            .container_name = r->container_name,
+            .attempt = r->attempt,
+            .image = r->image,
+        };
+
+        if (!pleg_generic_restore_record(pleg, r->pod_uid, r->id, r->sandbox, r->state, &names,
+                                         &error)) {
+            g_autofree char *shown = pleg_log_text(error->message, -1, 1024);
+
+            plegd_log_warning("state: a record is not restored: %s", shown);
+            g_clear_error(&error);
+        }
+    }
+    g_info("state: resuming history %s at seq %" G_GUINT64_FORMAT " with %u records",
+           plegd_state_get_instance(state), plegd_state_get_next_seq(state), records->len);
+}
+
+static char *
+describe_state(gpointer data)
+{
+    return plegd_state_describe(data);
+}
+
 static int
 run(const PlegdOptions *options)
 {
@@ -365,6 +488,7 @@ run(const PlegdOptions *options)
     g_autoptr(PlegdOutput) output = NULL;
     g_autoptr(PlegdEvents) events = NULL;
     g_autoptr(PlegdJournal) journal = NULL;
+    g_autoptr(PlegdState) state = NULL;
     g_autofree char *period = NULL;
     g_autofree char *shown_endpoint = NULL;
     PlegHostConfig config;
@@ -411,6 +535,15 @@ run(const PlegdOptions *options)
 
     events = plegd_events_new(options->events_ring_size, options->events_max_clients,
                               pleg_host_get_metrics(host));
+    if (options->state_dir) {
+        g_autofree char *description = NULL;
+
+        state = plegd_state_open(options->state_dir, options->events_ring_size,
+                                 pleg_host_get_metrics(host), NULL);
+        description = plegd_state_describe(state);
+        g_info("state: %s", description);
+    }
+    resume(state, events, pleg_host_get_pleg(host));
     if (options->http_idle_timeout_usec > 0)
         plegd_events_set_cutoff_grace(events, options->http_idle_timeout_usec);
     if (options->metrics_address) {
@@ -418,6 +551,8 @@ run(const PlegdOptions *options)
 
         http = plegd_http_new(host);
         plegd_http_set_events(http, events);
+        if (state)
+            plegd_http_add_readiness_info(http, "state", describe_state, state);
         if (options->http_idle_timeout_usec > 0)
             plegd_http_set_idle_timeout(http, options->http_idle_timeout_usec);
         if (!plegd_http_listen(http, options->metrics_address, &url, &error)) {
@@ -441,6 +576,7 @@ run(const PlegdOptions *options)
                               NULL, on_output_error, &app);
     app.output = output;
     app.events = events;
+    app.state = state;
     /* Under systemd the journal keeps the events (the shipped unit discards stdout). */
     if (plegd_events_journal_wanted(options->events_journal, g_getenv("INVOCATION_ID"))) {
         journal = plegd_journal_new(options->journal_max_queue ? options->journal_max_queue
@@ -487,9 +623,20 @@ run(const PlegdOptions *options)
     close(signal_fd);
 
     /* Events generated before the stop are still printed, and queued relist callbacks hold
-     * memory until dispatched. */
+     * memory until dispatched.  With a state directory, they are written first. */
     while (g_main_context_iteration(NULL, FALSE))
         ;
+    if (state) {
+        if (app.commit_source) {
+            destroy_source(&app.commit_source);
+            on_commit(&app);
+        }
+        if (!plegd_state_close(state, STATE_CLOSE_TIMEOUT_USEC))
+            g_message("the state directory does not take events: the last ones are not "
+                      "published, and will be found again at the next start");
+        while (g_main_context_iteration(NULL, FALSE))
+            ;
+    }
     end_streams(events);
     if (!app.output_failed && !plegd_output_flush(output, STOP_FLUSH_TIMEOUT_USEC)) {
         g_autofree char *size = g_format_size(plegd_output_get_backlog(output));

@@ -34,6 +34,7 @@ typedef enum {
     SETTING_EVENTS_MAX_CLIENTS,
     SETTING_MAX_STATUS_CALLS,
     SETTING_EVENTS_JOURNAL,
+    SETTING_STATE_DIR,
     N_SETTINGS,
 } SettingId;
 
@@ -50,6 +51,7 @@ static const char *const setting_names[N_SETTINGS] = {
     [SETTING_EVENTS_MAX_CLIENTS] = "events-max-clients",
     [SETTING_MAX_STATUS_CALLS] = "max-status-calls-in-flight",
     [SETTING_EVENTS_JOURNAL] = "events-journal",
+    [SETTING_STATE_DIR] = "state-dir",
 };
 
 #define CONFIG_GROUP       PLEGD_CONFIG_GROUP
@@ -69,6 +71,7 @@ plegd_options_clear(PlegdOptions *options)
     g_clear_pointer(&options->feature_gates, pleg_feature_gates_free);
     g_clear_pointer(&options->plugin_dir, g_free);
     g_clear_pointer(&options->plugin_dir_origin, g_free);
+    g_clear_pointer(&options->state_dir, g_free);
     g_clear_pointer(&options->disabled_plugins, g_strfreev);
     g_clear_pointer(&options->required_plugins, g_strfreev);
 }
@@ -642,6 +645,10 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
          "Send each event to the systemd journal too, with fields (PLEG_TYPE, POD_NAMESPACE, "
          "...): auto (when run by systemd), yes or no (default auto)",
          "auto|yes|no"},
+        {"state-dir", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_STATE_DIR],
+         "Keep the events and what the PLEG knows in DIR, so that a restart resumes where it "
+         "stopped (created 0700 when missing; default: none, nothing survives a restart)",
+         "DIR"},
         {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
         /* Test hooks: limits that tests cannot wait for or fill at their defaults. */
         {"http-idle-timeout", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &http_idle_timeout,
@@ -776,6 +783,9 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
     parsed.endpoint = g_strdup(settings.values[SETTING_ENDPOINT] ?: PLEG_DEFAULT_CRI_ENDPOINT);
     parsed.endpoint_origin = g_strdup(settings.origins[SETTING_ENDPOINT]);
     parsed.plugin_dir = g_steal_pointer(&settings.values[SETTING_PLUGIN_DIR]);
+    /* "" turns a state directory of the file off. */
+    if (settings.values[SETTING_STATE_DIR] && settings.values[SETTING_STATE_DIR][0])
+        parsed.state_dir = g_steal_pointer(&settings.values[SETTING_STATE_DIR]);
     if (settings.origins[SETTING_PLUGIN_DIR])
         parsed.plugin_dir_origin =
             g_strdup_printf("plugin-dir in [" CONFIG_GROUP "] of %s", settings.origins[SETTING_PLUGIN_DIR]);

@@ -241,6 +241,8 @@ event_to_json(const PlegPodLifecycleEvent *event, guint64 seq, gboolean newline,
     }
     line_append_literal(&line, ",\"relist_source\":");
     append_string(&line, pleg_relist_source_to_string(event->relist_source));
+    if (pleg_pod_lifecycle_event_is_initial(event))
+        line_append_literal(&line, ",\"initial\":true");
     if (event->type == PLEG_CONTAINER_STARTED && details->started_at_ns != 0) {
         line_append_literal(&line, ",\"started_at\":");
         append_time(&line, details->started_at_ns);

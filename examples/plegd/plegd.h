@@ -50,6 +50,8 @@ typedef enum {
  * @stdout_max_backlog: test hook, 0: %PLEGD_OUTPUT_MAX_BACKLOG.
  * @events_journal: --events-journal.
  * @journal_max_queue: test hook, 0: %PLEGD_JOURNAL_MAX_QUEUE.
+ * @state_dir: (nullable): --state-dir, where the events and the PLEG's records are kept across
+ *   restarts; %NULL: nowhere.
  *
  * What plegd runs with.  Durations are in microseconds.
  */
@@ -73,6 +75,7 @@ typedef struct {
     guint64 stdout_max_backlog;
     PlegdEventsJournal events_journal;
     guint journal_max_queue;
+    char *state_dir;
 } PlegdOptions;
 
 /**
@@ -222,7 +225,8 @@ gboolean plegd_events_journal_wanted(PlegdEventsJournal mode, const char *invoca
  * POD_NAME, POD_UID, CONTAINER_NAME (never for a sandbox), CONTAINER_ID, PLEG_SANDBOX
  * (true/false), PLEG_ATTEMPT and PLEG_IMAGE (these five for container events, not PodSync),
  * PLEG_EXIT_CODE, PLEG_REASON, PLEG_FINISHED_AT (a ContainerDied's exit), PLEG_STARTED_AT (a
- * ContainerStarted's start), PLEG_RELIST_SOURCE, PLEG_TIME.  Times are RFC 3339, as in the JSON
+ * ContainerStarted's start), PLEG_RELIST_SOURCE, PLEG_INITIAL (true, only for an event of the
+ * state found at a fresh start), PLEG_TIME.  Times are RFC 3339, as in the JSON
  * line; the other values are the runtime's bytes as they are (a newline included:
  * sd_journal_sendv() sends such a field in journald's binary-safe form).
  */
@@ -347,6 +351,26 @@ typedef struct _PlegdHttp PlegdHttp;
 PlegdHttp *plegd_http_new(PlegHost *host);
 void plegd_http_free(PlegdHttp *http);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdHttp, plegd_http_free)
+
+/**
+ * PlegdReadinessInfoFunc:
+ *
+ * Returns: (transfer full): one line of text saying how a part of plegd fares, for
+ *   /readyz?verbose; runs in the server's context.
+ */
+typedef char *(*PlegdReadinessInfoFunc)(gpointer data);
+
+/**
+ * plegd_http_add_readiness_info:
+ * @name: the line's name ("state").
+ * @data: (transfer none): must outlive @http.
+ *
+ * Adds a line "[+]@name ok (informational): TEXT" to every /readyz?verbose answer, TEXT from
+ * @func: something an operator should see beside readiness that never fails it (a state
+ * directory plegd cannot write to).
+ */
+void plegd_http_add_readiness_info(PlegdHttp *http, const char *name, PlegdReadinessInfoFunc func,
+                                   gpointer data);
 
 /**
  * plegd_http_set_idle_timeout:
@@ -590,9 +614,23 @@ typedef struct _PlegdEventRing PlegdEventRing;
  * @capacity: lines kept, at least 1 (plegd's flag takes %PLEGD_EVENTS_MIN_RING_SIZE to
  *   %PLEGD_EVENTS_MAX_RING_SIZE).
  *
- * An empty ring whose first line gets seq 1.  Not thread-safe: one thread uses it.
+ * An empty ring whose first line gets seq 1 (plegd_event_ring_start() says otherwise).  Not
+ * thread-safe: one thread uses it.
  */
 PlegdEventRing *plegd_event_ring_new(guint capacity);
+
+/**
+ * plegd_event_ring_start:
+ * @first_seq: the seq of the first event of plegd's history (at least 1): a cursor before it is
+ *   not plegd's (plegd_event_ring_check_since()).
+ * @next_seq: the seq the next line gets, at least @first_seq.
+ *
+ * Places an empty ring in a history: a fresh one (@next_seq = @first_seq), or one resumed from
+ * the state directory, whose kept lines are then pushed again in order.
+ */
+void plegd_event_ring_start(PlegdEventRing *ring, guint64 first_seq, guint64 next_seq);
+/* The history's first seq (1 unless plegd_event_ring_start() said otherwise). */
+guint64 plegd_event_ring_get_first_seq(PlegdEventRing *ring);
 /* NULL-safe. */
 void plegd_event_ring_free(PlegdEventRing *ring);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdEventRing, plegd_event_ring_free)
@@ -615,6 +653,16 @@ guint64 plegd_event_ring_push(PlegdEventRing *ring, GBytes *line,
                               const PlegPodLifecycleEvent *event, guint64 *ret_evicted);
 
 /**
+ * plegd_event_ring_push_key:
+ * @key: (transfer full): the line's key, for a line without its event (one read back from the
+ *   state directory).
+ *
+ * plegd_event_ring_push() with the key made already.
+ */
+guint64 plegd_event_ring_push_key(PlegdEventRing *ring, GBytes *line, PlegdEventKey *key,
+                                  guint64 *ret_evicted);
+
+/**
  * plegd_event_ring_lookup:
  *
  * Returns: (transfer none) (nullable): the line with @seq, %NULL when it was dropped or not
@@ -632,14 +680,15 @@ const PlegdEventKey *plegd_event_ring_lookup_key(PlegdEventRing *ring, guint64 s
 
 /**
  * plegd_event_ring_check_since:
- * @since: the last seq a client saw (0: none).
+ * @since: the last seq a client saw (0: none, the history from its first seq).
  *
  * Whether every event after @since is still in the ring (or not generated yet), so that a
  * stream resumed after @since misses nothing.
  *
- * Returns: %FALSE with %G_IO_ERROR_NOT_FOUND when @since + 1 was dropped, or when @since is
- *   newer than the newest event (a client of an earlier plegd process); the message says which
- *   and names the oldest or newest seq.
+ * Returns: %FALSE with %G_IO_ERROR_NOT_FOUND when @since + 1 was dropped, when @since is
+ *   newer than the newest event or older than the history's first seq (a cursor of another
+ *   history: plegd's state was lost); the message says which and names the seq it is held
+ *   against.
  */
 gboolean plegd_event_ring_check_since(PlegdEventRing *ring, guint64 since, GError **error);
 
@@ -695,8 +744,9 @@ void plegd_events_end_all(PlegdEvents *events);
 /**
  * plegd_events_get_instance:
  *
- * Returns: (transfer none): this process's random instance id (a UUID), sent as the
- *   Plegd-Instance header; a request with instance=ID of another process answers 410.
+ * Returns: (transfer none): the instance id (a UUID) of plegd's history of events, sent as the
+ *   Plegd-Instance header; a request with instance=ID of another history answers 410.  A
+ *   random one, unless plegd_events_start_history() gave the one of a resumed history.
  */
 const char *plegd_events_get_instance(PlegdEvents *events);
 
@@ -711,7 +761,8 @@ void plegd_events_set_cutoff_grace(PlegdEvents *events, gint64 grace_usec);
 /**
  * plegd_events_publish:
  *
- * Gives @event the next seq, keeps its line and its #PlegdEventKey in the ring and queues it
+ * Gives @event the next seq (plegd_events_take_seq()), keeps its line and its #PlegdEventKey in
+ * the ring and queues it
  * for every stream.  A stream whose next unsent event is dropped from the ring by this is cut off
  * as a slow consumer, unless its filter would not have sent that event (it skips it then).
  *
@@ -722,6 +773,50 @@ void plegd_events_set_cutoff_grace(PlegdEvents *events, gint64 grace_usec);
  */
 GBytes *plegd_events_publish(PlegdEvents *events, const PlegPodLifecycleEvent *event,
                              guint64 *ret_seq);
+
+/**
+ * plegd_events_start_history:
+ * @instance: the history's instance id.
+ * @first_seq: its first seq: a cursor older is another history's, answered 410.
+ * @next_seq: the seq the next event gets.
+ *
+ * Places @events in a history before any event is published or restored: a fresh one
+ * (@next_seq = @first_seq) or one resumed from the state directory, whose kept lines then
+ * follow with plegd_events_restore_line().
+ */
+void plegd_events_start_history(PlegdEvents *events, const char *instance, guint64 first_seq,
+                                guint64 next_seq);
+
+/**
+ * plegd_events_restore_line:
+ * @seq: the line's seq: the first call's starts the ring, each later one follows the last.
+ * @line: (transfer none): the line as it was published, its newline included.
+ * @key: (transfer full): its key.
+ *
+ * Keeps a line of the resumed history in the ring, for ?since=, before anything is published.
+ */
+void plegd_events_restore_line(PlegdEvents *events, guint64 seq, GBytes *line,
+                               PlegdEventKey *key);
+
+/**
+ * plegd_events_take_seq:
+ *
+ * Gives the next seq to an event that is published later with plegd_events_publish_line(), in
+ * the order the seqs were taken (plegd makes an event durable between the two).
+ *
+ * Returns: the seq.
+ */
+guint64 plegd_events_take_seq(PlegdEvents *events);
+
+/**
+ * plegd_events_publish_line:
+ * @seq: the seq taken for @event: the first taken and not yet published.
+ * @line: (transfer none): plegd_event_to_line() of @event and @seq; the ring keeps a reference.
+ *
+ * plegd_events_publish() of an event whose seq and line are made already.
+ */
+void plegd_events_publish_line(PlegdEvents *events, const PlegPodLifecycleEvent *event,
+                               guint64 seq, GBytes *line);
 
 /** Returns: the streams being served. */
 guint plegd_events_get_n_clients(PlegdEvents *events);
