@@ -61,23 +61,33 @@ copy_string(char **cursor, const char *s)
 }
 
 PlegdEventKey *
-plegd_event_key_new(const PlegPodLifecycleEvent *event)
+plegd_event_key_new_full(gint64 time_ns, PlegPodLifecycleEventType type, gboolean sandbox,
+                         const char *pod_namespace, const char *pod_name, const char *pod_uid,
+                         const char *container_name)
 {
-    const PlegEventDetails *details = pleg_pod_lifecycle_event_get_details(event);
-    gsize size = sizeof(PlegdEventKey) + string_size(details->pod_namespace) +
-                 string_size(details->pod_name) + string_size(event->pod_uid) +
-                 string_size(details->container_name);
+    gsize size = sizeof(PlegdEventKey) + string_size(pod_namespace) + string_size(pod_name) +
+                 string_size(pod_uid) + string_size(container_name);
     PlegdEventKey *key = g_malloc(size);
     char *cursor = (char *)(key + 1);
 
-    key->time_ns = event->time_ns;
-    key->type = event->type;
-    key->sandbox = details->sandbox ? TRUE : FALSE;
-    key->pod_namespace = copy_string(&cursor, details->pod_namespace);
-    key->pod_name = copy_string(&cursor, details->pod_name);
-    key->pod_uid = copy_string(&cursor, event->pod_uid);
-    key->container_name = copy_string(&cursor, details->container_name);
+    key->time_ns = time_ns;
+    key->type = type;
+    key->sandbox = sandbox ? TRUE : FALSE;
+    key->pod_namespace = copy_string(&cursor, pod_namespace);
+    key->pod_name = copy_string(&cursor, pod_name);
+    key->pod_uid = copy_string(&cursor, pod_uid);
+    key->container_name = copy_string(&cursor, container_name);
     return key;
+}
+
+PlegdEventKey *
+plegd_event_key_new(const PlegPodLifecycleEvent *event)
+{
+    const PlegEventDetails *details = pleg_pod_lifecycle_event_get_details(event);
+
+    return plegd_event_key_new_full(event->time_ns, event->type, details->sandbox,
+                                    details->pod_namespace, details->pod_name, event->pod_uid,
+                                    details->container_name);
 }
 
 void

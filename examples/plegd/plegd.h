@@ -526,6 +526,22 @@ typedef struct {
 
 /** Returns: (transfer full): @event's key; free with plegd_event_key_free(). */
 PlegdEventKey *plegd_event_key_new(const PlegPodLifecycleEvent *event);
+
+/**
+ * plegd_event_key_new_full:
+ * @pod_namespace: (nullable): copied, as are the other strings.
+ *
+ * The key of an event known by its values only, such as an event line read back from the state
+ * directory: each parameter is the #PlegdEventKey member of the same name.
+ *
+ * Returns: (transfer full): the key; free with plegd_event_key_free().
+ *
+ * Thread safety: any thread.
+ */
+PlegdEventKey *plegd_event_key_new_full(gint64 time_ns, PlegPodLifecycleEventType type,
+                                        gboolean sandbox, const char *pod_namespace,
+                                        const char *pod_name, const char *pod_uid,
+                                        const char *container_name);
 /* NULL-safe. */
 void plegd_event_key_free(PlegdEventKey *key);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdEventKey, plegd_event_key_free)
@@ -853,6 +869,223 @@ gboolean plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket
  * Streams leave the %PLEGD_HTTP_MAX_CONNECTIONS pool and its idle timeout once they start.
  */
 void plegd_http_set_events(PlegdHttp *http, PlegdEvents *events);
+
+/* state.c: the write-ahead log of the published event lines, in --state-dir. */
+
+/* Format version of state.jsonl's header ({"plegd_state":1,...}). */
+#define PLEGD_STATE_VERSION 1
+/* While degraded, a recovery is tried at least this often, batches or not. */
+#define PLEGD_STATE_RETRY_USEC (10 * G_USEC_PER_SEC)
+/* The file is compacted when it holds more event lines than max(2 * ring_size, this). */
+#define PLEGD_STATE_MIN_COMPACT_LINES 4096
+
+/**
+ * PlegdStateRecord:
+ * @pod_uid: (nullable): the pod's UID.
+ * @id: the container's or sandbox's CRI id (never %NULL).
+ * @sandbox: whether @id is a pod sandbox.
+ * @state: %PLEG_CONTAINER_STATE_RUNNING (its last event was ContainerStarted) or
+ *   %PLEG_CONTAINER_STATE_EXITED (ContainerDied).
+ * @pod_namespace: (nullable): the names of the newest event of @id, as in
+ *   #PlegEventDetails.
+ * @pod_name: (nullable): likewise.
+ * @container_name: (nullable): likewise; %NULL for a sandbox.
+ * @image: (nullable): likewise; %NULL for a sandbox.
+ * @attempt: likewise.
+ *
+ * One container or sandbox as the published events leave it: what the Generic PLEG diffs
+ * against after a restart.  A ContainerRemoved forgets the id; PodSync changes nothing.
+ */
+typedef struct {
+    char *pod_uid;
+    char *id;
+    gboolean sandbox;
+    PlegContainerState state;
+    char *pod_namespace;
+    char *pod_name;
+    char *container_name;
+    char *image;
+    guint32 attempt;
+} PlegdStateRecord;
+
+/* NULL-safe. */
+void plegd_state_record_free(PlegdStateRecord *record);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdStateRecord, plegd_state_record_free)
+
+/**
+ * PlegdStateEntry:
+ * @seq: the event's seq.
+ * @line: the event's line as published (plegd_event_to_line()), newline included.
+ * @event: (nullable): the event of @line, a reference; %NULL: the state reads what it needs
+ *   (the record's names, the #PlegdEventKey) from @line.
+ *
+ * One event of a batch given to plegd_state_commit().
+ */
+typedef struct {
+    guint64 seq;
+    GBytes *line;
+    PlegPodLifecycleEvent *event;
+} PlegdStateEntry;
+
+/**
+ * plegd_state_entry_new:
+ * @line: (transfer none): a reference is taken.
+ * @event: (transfer none) (nullable): a reference is taken.
+ *
+ * Returns: (transfer full): an entry; free with plegd_state_entry_free().
+ *
+ * Thread safety: any thread.
+ */
+PlegdStateEntry *plegd_state_entry_new(guint64 seq, GBytes *line, PlegPodLifecycleEvent *event);
+/* NULL-safe; any thread. */
+void plegd_state_entry_free(PlegdStateEntry *entry);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdStateEntry, plegd_state_entry_free)
+
+/**
+ * PlegdStateCommittedFunc:
+ * @batch: (transfer none) (element-type PlegdStateEntry): the batch given to
+ *   plegd_state_commit(); freed when the function returns.
+ * @durable: %TRUE when the batch's lines are on disk (written and fdatasync()ed) and survive a
+ *   crash; %FALSE when writing failed (the state is degraded, see plegd_state_describe()): the
+ *   batch is to be published all the same, from memory.
+ *
+ * Runs in the main context given to plegd_state_open(), once per batch, in commit order.
+ */
+typedef void (*PlegdStateCommittedFunc)(GPtrArray *batch, gboolean durable, gpointer user_data);
+
+/**
+ * PlegdStateLineFunc:
+ * @seq: the line's seq.
+ * @line: (transfer none): the line, newline included; take a reference to keep it.
+ * @key: (transfer none): what the filters of /events look at; copy it to keep it.
+ *
+ * Called by plegd_state_foreach_line() with the state's lock held: it must not call into the
+ * state.
+ */
+typedef void (*PlegdStateLineFunc)(guint64 seq, GBytes *line, const PlegdEventKey *key,
+                                   gpointer user_data);
+
+typedef struct _PlegdState PlegdState;
+
+/**
+ * plegd_state_open:
+ * @dir: the state directory (--state-dir); created with mode 0700 when missing.
+ * @ring_size: event lines kept, in memory and after a compaction in the file (the /events
+ *   ring's size), at least 1.
+ * @metrics: (transfer none): where plegd_state_problems_total{reason} (corrupt,
+ *   foreign_version, untrusted, unreadable, unwritable, write, vanished), plegd_state_durable
+ *   (gauge, 1 while commits are durable), plegd_state_commit_duration_seconds (histogram: the
+ *   write and fdatasync() of one batch) and plegd_state_compactions_total are registered; a
+ *   reference is kept.
+ * @context: (nullable): where #PlegdStateCommittedFunc runs; %NULL is the thread-default
+ *   context of the caller.
+ *
+ * Loads @dir/state.jsonl (format in doc/events.md: a header line, record lines, then event
+ * lines byte for byte as published, consecutive seqs) and starts the writer thread.  Never
+ * fails: a file that cannot be used (not a regular file owned by the effective user and
+ * unwritable by group and others: "untrusted"; cannot be opened: "unreadable"; a bad line or
+ * a seq out of order: "corrupt"; a header version other than %PLEGD_STATE_VERSION:
+ * "foreign_version") is renamed to state.jsonl.bad-YYYYmmddTHHMMSSZ (left in place when the
+ * rename fails: the state then runs from memory and never writes), logged once with
+ * plegd_log_warning(), counted, and a fresh history starts: a new instance and a first seq of
+ * the wall clock in microseconds, above any seq a plegd on this node handed out.  A last line
+ * without its newline (a crash during an append) is dropped and the file truncated before
+ * it.  A directory that cannot be created or written ("unwritable") leaves the state degraded
+ * from the start.  The test hooks PLEGD_STATE_CRASH_AT and PLEGD_STATE_COMPACT_EVERY are read
+ * here (state.c's head comment).
+ *
+ * Returns: (transfer full): the state; free with plegd_state_free() after plegd_state_close().
+ *
+ * Thread safety: the thread that owns @context, before the PLEG starts.
+ */
+PlegdState *plegd_state_open(const char *dir, guint ring_size, PlegMetricsRegistry *metrics,
+                             GMainContext *context);
+
+/* Whether an intact state.jsonl was loaded (else the history is fresh).  Any thread. */
+gboolean plegd_state_is_resumed(PlegdState *state);
+/* Returns: (transfer none): the history's instance id (a UUID), fixed for the state's life. */
+const char *plegd_state_get_instance(PlegdState *state);
+/* The first seq of the history (the header's first_seq).  Any thread. */
+guint64 plegd_state_get_first_seq(PlegdState *state);
+/* The seq the next event gets, as loaded: the last event's + 1, or first_seq when none. */
+guint64 plegd_state_get_next_seq(PlegdState *state);
+
+/**
+ * plegd_state_get_records:
+ *
+ * Returns: (transfer full) (element-type PlegdStateRecord): copies of the records (loaded,
+ *   and updated by each batch written), sorted by id; the array frees them.
+ *
+ * Thread safety: any thread.
+ */
+GPtrArray *plegd_state_get_records(PlegdState *state);
+
+/**
+ * plegd_state_foreach_line:
+ *
+ * Calls @func for each event line kept (loaded, then committed), oldest first, at most
+ * @ring_size of them.
+ *
+ * Thread safety: any thread; @func runs in the caller's thread with the state's lock held.
+ */
+void plegd_state_foreach_line(PlegdState *state, PlegdStateLineFunc func, gpointer user_data);
+
+/**
+ * plegd_state_commit:
+ * @batch: (transfer full) (element-type PlegdStateEntry): events in seq order, the first one's
+ *   seq plegd_state_get_next_seq() for the first batch and one more than the previous batch's
+ *   last for each later one; made with g_ptr_array_new_with_free_func(plegd_state_entry_free).
+ * @func: called with @batch once it is durable or failed.
+ *
+ * Queues @batch for the writer thread and returns at once.  The writer appends its lines with
+ * one write() and one fdatasync() (a group commit), updates the records and the kept lines,
+ * then hands the batch back to @func in the open's context.  An empty batch writes nothing and
+ * is handed back in order, durable when the state is.  While degraded, each batch (and a timer
+ * every %PLEGD_STATE_RETRY_USEC) tries a recovery: the whole state rewritten from memory.
+ *
+ * Thread safety: the thread that called plegd_state_open(); not after plegd_state_close().
+ */
+void plegd_state_commit(PlegdState *state, GPtrArray *batch, PlegdStateCommittedFunc func,
+                        gpointer user_data);
+
+/**
+ * plegd_state_is_durable:
+ *
+ * Returns: whether the last batch (or the load, before any) was written durably.
+ *
+ * Thread safety: any thread.
+ */
+gboolean plegd_state_is_durable(PlegdState *state);
+
+/**
+ * plegd_state_describe:
+ *
+ * Returns: (transfer full): one line for /readyz?verbose: "durable in DIR (resumed at seq
+ *   N)", "durable in DIR (fresh: state.jsonl was corrupt (line 7: ...), moved to ...)" or
+ *   "not durable: cannot write DIR/state.jsonl: REASON; serving from memory since TIME".
+ *
+ * Thread safety: any thread.
+ */
+char *plegd_state_describe(PlegdState *state);
+
+/**
+ * plegd_state_close:
+ * @timeout_usec: how long to wait at most for the queued batches, in microseconds.
+ *
+ * Waits until every batch queued was written (its #PlegdStateCommittedFunc is then pending in
+ * the main context, and runs when it is iterated) or @timeout_usec passed, and stops the
+ * writer.  Batches not written by then are dropped, their functions never called.  A writer
+ * stuck in write() or fdatasync() is left behind (detached), never waited for.  Idempotent.
+ *
+ * Returns: whether every batch was written (durably or not).
+ *
+ * Thread safety: the thread that called plegd_state_open().
+ */
+gboolean plegd_state_close(PlegdState *state, gint64 timeout_usec);
+
+/* plegd_state_close() with no wait, then frees.  NULL-safe. */
+void plegd_state_free(PlegdState *state);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdState, plegd_state_free)
 
 /* plugins.c: what plegd says about each plugin at start. */
 
