@@ -19,7 +19,8 @@
  *    reaches STEP, one of append-before-write, append-torn (writes the first half of the
  *    batch's bytes, then dies), append-before-fsync, append-after-fsync (before the batch is
  *    handed back), compact-tmp-created, compact-tmp-written (before its fsync),
- *    compact-before-rename, compact-after-rename (before the fsync of DIR).
+ *    compact-before-rename, compact-after-rename (before the fsync of DIR).  Writing a fresh
+ *    file at open goes through the compaction steps too (in the opening thread).
  *  - PLEGD_STATE_COMPACT_EVERY=N: compact when the file holds more than N event lines,
  *    instead of max(2 * ring_size, PLEGD_STATE_MIN_COMPACT_LINES).
  */
@@ -657,17 +658,18 @@ move_aside(PlegdState *state, int *ret_errno)
 
 /* ---- writing ---- */
 
-static void
-crash_point(PlegdState *state, CrashStep step)
-{
-    if (state->crash_step == step && ++state->crash_reached == state->crash_n)
-        raise(SIGKILL);
-}
-
+/* Counts a visit of @step, as crash_point() does.  Returns: whether to die now. */
 static gboolean
 crash_due(PlegdState *state, CrashStep step)
 {
-    return state->crash_step == step && state->crash_reached + 1 == state->crash_n;
+    return state->crash_step == step && ++state->crash_reached == state->crash_n;
+}
+
+static void
+crash_point(PlegdState *state, CrashStep step)
+{
+    if (crash_due(state, step))
+        raise(SIGKILL);
 }
 
 static gboolean
@@ -997,7 +999,7 @@ write_batch(PlegdState *state, GPtrArray *batch)
     crash_point(state, CRASH_APPEND_BEFORE_WRITE);
     if (crash_due(state, CRASH_APPEND_TORN)) {
         write_all(state->fd, (const char *)buf->data, buf->len / 2, &err);
-        crash_point(state, CRASH_APPEND_TORN);
+        raise(SIGKILL);
     }
     if (!write_all(state->fd, (const char *)buf->data, buf->len, &err)) {
         enter_degraded(state, PROBLEM_WRITE, "cannot write", err);
@@ -1059,7 +1061,7 @@ committed_free(gpointer data)
 static void
 queued_free(Queued *queued)
 {
-    g_ptr_array_unref(queued->batch);
+    g_clear_pointer(&queued->batch, g_ptr_array_unref);
     g_free(queued);
 }
 
