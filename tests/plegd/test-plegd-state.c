@@ -23,13 +23,13 @@
 #include "plegd.h"
 
 /* 2026-12-04T17:00:00Z */
-#define T0_NS G_GINT64_CONSTANT(1796403600000000000)
+#define T0_NS     G_GINT64_CONSTANT(1796403600000000000)
 #define WAIT_USEC (10 * G_USEC_PER_SEC)
-#define RING 100
+#define RING      100
 
 typedef struct {
-    char *tmp;  /* the test's own directory */
-    char *dir;  /* the state directory, tmp/state (created by the state) */
+    char *tmp; /* the test's own directory */
+    char *dir; /* the state directory, tmp/state (created by the state) */
     GMainContext *context;
     PlegMetricsRegistry *metrics;
     PlegdState *state;
@@ -174,8 +174,8 @@ commit_image(const char *const *events, gsize image_len)
                                          : parts[0][0] == 'R' ? PLEG_CONTAINER_REMOVED
                                                               : PLEG_POD_SYNC;
         const char *container = strcmp(parts[3], "-") == 0 ? NULL : parts[3];
-        g_autoptr(GBytes) line = make_line(f.next_seq, type, parts[1], parts[2], container,
-                                           image_len);
+        g_autoptr(GBytes) line =
+            make_line(f.next_seq, type, parts[1], parts[2], container, image_len);
 
         g_ptr_array_add(batch, plegd_state_entry_new(f.next_seq, line, NULL));
         g_ptr_array_add(f.lines, g_bytes_ref(line));
@@ -280,12 +280,12 @@ assert_records(const char *const *expected)
     ck_assert_uint_eq(records->len, n);
     for (guint i = 0; i < n; i++) {
         const PlegdStateRecord *record = records->pdata[i];
-        g_autofree char *got = g_strdup_printf(
-            "%s:%s:%s", record->id,
-            record->state == PLEG_CONTAINER_STATE_RUNNING   ? "running"
-            : record->state == PLEG_CONTAINER_STATE_EXITED ? "exited"
-                                                             : "?",
-            record->container_name ? record->container_name : "-");
+        g_autofree char *got =
+            g_strdup_printf("%s:%s:%s", record->id,
+                            record->state == PLEG_CONTAINER_STATE_RUNNING  ? "running"
+                            : record->state == PLEG_CONTAINER_STATE_EXITED ? "exited"
+                                                                           : "?",
+                            record->container_name ? record->container_name : "-");
 
         ck_assert_str_eq(got, expected[i]);
         ck_assert(record->sandbox == (record->container_name == NULL));
@@ -304,8 +304,7 @@ assert_describe_starts(const char *prefix)
 {
     g_autofree char *text = plegd_state_describe(f.state);
 
-    ck_assert_msg(g_str_has_prefix(text, prefix), "describe: \"%s\", not \"%s...\"", text,
-                  prefix);
+    ck_assert_msg(g_str_has_prefix(text, prefix), "describe: \"%s\", not \"%s...\"", text, prefix);
 }
 
 static void
@@ -355,10 +354,9 @@ START_TEST(test_fresh)
 
     /* Written at once: the header alone. */
     contents = read_state_file(&len);
-    header = g_strdup_printf("{\"plegd_state\":1,\"instance\":\"%s\",\"first_seq\":%" G_GUINT64_FORMAT
-                             "}\n",
-                             plegd_state_get_instance(f.state),
-                             plegd_state_get_first_seq(f.state));
+    header = g_strdup_printf(
+        "{\"plegd_state\":1,\"instance\":\"%s\",\"first_seq\":%" G_GUINT64_FORMAT "}\n",
+        plegd_state_get_instance(f.state), plegd_state_get_first_seq(f.state));
     ck_assert_str_eq(contents, header);
 }
 END_TEST
@@ -376,19 +374,18 @@ START_TEST(test_commit_reopen)
     first_seq = plegd_state_get_first_seq(f.state);
     commit_history();
     ck_assert_double_eq(metric("plegd_state_problems_total", "write"), 0);
-    ck_assert_uint_eq(pleg_metric_get_count(
-                          pleg_metrics_lookup(f.metrics, "plegd_state_commit_duration_seconds"),
-                          NULL),
-                      3);
+    ck_assert_uint_eq(
+        pleg_metric_get_count(pleg_metrics_lookup(f.metrics, "plegd_state_commit_duration_seconds"),
+                              NULL),
+        3);
     assert_records(history_records);
 
     /* The file: the header, then the lines byte for byte. */
     contents = read_state_file(&len);
     expected = g_string_new(NULL);
-    g_string_append_printf(expected,
-                           "{\"plegd_state\":1,\"instance\":\"%s\",\"first_seq\":%" G_GUINT64_FORMAT
-                           "}\n",
-                           instance, first_seq);
+    g_string_append_printf(
+        expected, "{\"plegd_state\":1,\"instance\":\"%s\",\"first_seq\":%" G_GUINT64_FORMAT "}\n",
+        instance, first_seq);
     for (guint i = 0; i < f.lines->len; i++) {
         gsize size;
         const char *data = g_bytes_get_data(f.lines->pdata[i], &size);
@@ -546,8 +543,8 @@ START_TEST(test_bad_file)
         break;
     }
     case BAD_SEQ_GAP: {
-        g_autoptr(GBytes) line = make_line(old_last_seq + 5, PLEG_CONTAINER_STARTED, "web", "x",
-                                           "x", 0);
+        g_autoptr(GBytes) line =
+            make_line(old_last_seq + 5, PLEG_CONTAINER_STARTED, "web", "x", "x", 0);
         g_autofree char *text = g_strndup(g_bytes_get_data(line, NULL), g_bytes_get_size(line) - 1);
 
         replace_line(4, text);
@@ -810,8 +807,8 @@ END_TEST
 /* PLEGD_STATE_CRASH_AT in a child that commits batches of 2 lines and tells on a pipe how
  * many came back durable: after the kill, the file loads and holds at least those. */
 static const char *const crash_steps[] = {
-    "append-before-write:2",  "append-torn:2",         "append-before-fsync:2",
-    "append-after-fsync:2",   "compact-tmp-created:2", "compact-tmp-written:2",
+    "append-before-write:2",   "append-torn:2",          "append-before-fsync:2",
+    "append-after-fsync:2",    "compact-tmp-created:2",  "compact-tmp-written:2",
     "compact-before-rename:2", "compact-after-rename:2",
 };
 
