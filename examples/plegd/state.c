@@ -19,7 +19,8 @@
  *    reaches STEP, one of append-before-write, append-torn (writes the first half of the
  *    batch's bytes, then dies), append-before-fsync, append-after-fsync (before the batch is
  *    handed back), compact-tmp-created, compact-tmp-written (before its fsync),
- *    compact-before-rename, compact-after-rename (before the fsync of DIR).
+ *    compact-before-rename, compact-after-rename (before the fsync of DIR).  Writing a fresh
+ *    file at open goes through the compaction steps too (in the opening thread).
  *  - PLEGD_STATE_COMPACT_EVERY=N: compact when the file holds more than N event lines,
  *    instead of max(2 * ring_size, PLEGD_STATE_MIN_COMPACT_LINES).
  */
@@ -144,7 +145,7 @@ struct _PlegdState {
     guint64 first_seq;
     guint64 loaded_next_seq;
     gboolean resumed;
-    char *start_note; /* (nullable) what happened to a bad file at start */
+    char *start_note;     /* (nullable) what happened to a bad file at start */
     gboolean never_write; /* a bad file could not be moved aside: it is left alone */
 
     /* Main thread only. */
@@ -153,8 +154,8 @@ struct _PlegdState {
     GThread *thread;
 
     /* Writer thread only (the loading thread before the writer starts). */
-    int fd; /* state.jsonl for appending, -1 while degraded */
-    guint64 file_events; /* event lines in the file */
+    int fd;                   /* state.jsonl for appending, -1 while degraded */
+    guint64 file_events;      /* event lines in the file */
     gint64 last_attempt_usec; /* monotonic: the last recovery tried */
 
     GMutex lock;
@@ -163,7 +164,7 @@ struct _PlegdState {
     gboolean writing;
     gboolean stop;
     gboolean durable;
-    char *failure;          /* (nullable) why not durable */
+    char *failure;            /* (nullable) why not durable */
     gint64 degraded_since_ns; /* wall clock */
     /* Changed by the writer with the lock held, read by the others with it. */
     GHashTable *records; /* id -> PlegdStateRecord */
@@ -305,8 +306,7 @@ string_member(JsonObject *object, const char *name, gboolean *ok)
 
 /* @ret: untouched when absent. */
 static void
-int_member(JsonObject *object, const char *name, gint64 min, gint64 max, gint64 *ret,
-           gboolean *ok)
+int_member(JsonObject *object, const char *name, gint64 min, gint64 max, gint64 *ret, gboolean *ok)
 {
     JsonNode *node = json_object_get_member(object, name);
     gint64 value;
@@ -439,8 +439,8 @@ values_of_event(const PlegPodLifecycleEvent *event, EventValues *v)
 static PlegdEventKey *
 key_of_values(const EventValues *v)
 {
-    return plegd_event_key_new_full(v->time_ns, v->type, v->sandbox, v->pod_namespace,
-                                    v->pod_name, v->pod_uid, v->container_name);
+    return plegd_event_key_new_full(v->time_ns, v->type, v->sandbox, v->pod_namespace, v->pod_name,
+                                    v->pod_uid, v->container_name);
 }
 
 /* ---- loading ---- */
@@ -470,8 +470,8 @@ check_trusted(int fd, LoadFailure *failure)
         return load_fail(failure, PROBLEM_UNTRUSTED, g_strdup("not a regular file"));
     if (st.st_uid != geteuid())
         return load_fail(failure, PROBLEM_UNTRUSTED,
-                         g_strdup_printf("owned by uid %u, not by plegd's uid %u",
-                                         (guint)st.st_uid, (guint)geteuid()));
+                         g_strdup_printf("owned by uid %u, not by plegd's uid %u", (guint)st.st_uid,
+                                         (guint)geteuid()));
     if (st.st_mode & 022)
         return load_fail(failure, PROBLEM_UNTRUSTED,
                          g_strdup_printf("writable by group or others (mode %04o)",
@@ -536,8 +536,9 @@ load_contents(PlegdState *state, const char *data, gsize len, gsize *ret_complet
             instance = string_member(object, "instance", &ok);
             int_member(object, "first_seq", 1, G_MAXINT64, &first_seq, &ok);
             if (!ok || !instance || instance[0] == '\0' || first_seq == 0)
-                return bad_line(failure, PROBLEM_CORRUPT, 1, "a header without a valid "
-                                                              "instance or first_seq");
+                return bad_line(failure, PROBLEM_CORRUPT, 1,
+                                "a header without a valid "
+                                "instance or first_seq");
             state->instance = g_strdup(instance);
             state->first_seq = (guint64)first_seq;
             next_seq = state->first_seq;
@@ -551,8 +552,9 @@ load_contents(PlegdState *state, const char *data, gsize len, gsize *ret_complet
             if (have_events)
                 return bad_line(failure, PROBLEM_CORRUPT, line_no, "a record after events");
             if (!JSON_NODE_HOLDS_OBJECT(node))
-                return bad_line(failure, PROBLEM_CORRUPT, line_no, "a record that is not an "
-                                                                   "object");
+                return bad_line(failure, PROBLEM_CORRUPT, line_no,
+                                "a record that is not an "
+                                "object");
             why = read_record(json_node_get_object(node), state->records);
             if (why)
                 return bad_line(failure, PROBLEM_CORRUPT, line_no, why);
@@ -657,17 +659,18 @@ move_aside(PlegdState *state, int *ret_errno)
 
 /* ---- writing ---- */
 
-static void
-crash_point(PlegdState *state, CrashStep step)
-{
-    if (state->crash_step == step && ++state->crash_reached == state->crash_n)
-        raise(SIGKILL);
-}
-
+/* Counts a visit of @step, as crash_point() does.  Returns: whether to die now. */
 static gboolean
 crash_due(PlegdState *state, CrashStep step)
 {
-    return state->crash_step == step && state->crash_reached + 1 == state->crash_n;
+    return state->crash_step == step && ++state->crash_reached == state->crash_n;
+}
+
+static void
+crash_point(PlegdState *state, CrashStep step)
+{
+    if (crash_due(state, step))
+        raise(SIGKILL);
 }
 
 static gboolean
@@ -742,8 +745,7 @@ static GPtrArray *
 records_sorted(GHashTable *records, gboolean copy)
 {
     GPtrArray *sorted = g_ptr_array_new_full(g_hash_table_size(records),
-                                             copy ? (GDestroyNotify)plegd_state_record_free
-                                                  : NULL);
+                                             copy ? (GDestroyNotify)plegd_state_record_free : NULL);
     GHashTableIter iter;
     gpointer value;
 
@@ -997,7 +999,7 @@ write_batch(PlegdState *state, GPtrArray *batch)
     crash_point(state, CRASH_APPEND_BEFORE_WRITE);
     if (crash_due(state, CRASH_APPEND_TORN)) {
         write_all(state->fd, (const char *)buf->data, buf->len / 2, &err);
-        crash_point(state, CRASH_APPEND_TORN);
+        raise(SIGKILL);
     }
     if (!write_all(state->fd, (const char *)buf->data, buf->len, &err)) {
         enter_degraded(state, PROBLEM_WRITE, "cannot write", err);
@@ -1035,8 +1037,7 @@ write_batch(PlegdState *state, GPtrArray *batch)
 
 /* ---- the writer thread ---- */
 
-static void
-state_unref(PlegdState *state);
+static void state_unref(PlegdState *state);
 
 static gboolean
 committed_dispatch(gpointer data)
@@ -1059,7 +1060,7 @@ committed_free(gpointer data)
 static void
 queued_free(Queued *queued)
 {
-    g_ptr_array_unref(queued->batch);
+    g_clear_pointer(&queued->batch, g_ptr_array_unref);
     g_free(queued);
 }
 
@@ -1218,8 +1219,7 @@ register_metrics(PlegdState *state, PlegMetricsRegistry *metrics)
                               NULL, NULL, 0),
         NULL);
     state->commit_duration = pleg_metric_get_series(
-        pleg_metrics_register(metrics, PLEG_METRIC_HISTOGRAM,
-                              "plegd_state_commit_duration_seconds",
+        pleg_metrics_register(metrics, PLEG_METRIC_HISTOGRAM, "plegd_state_commit_duration_seconds",
                               "Time to write and fdatasync() one batch of event lines.", NULL,
                               commit_buckets, G_N_ELEMENTS(commit_buckets)),
         NULL);
@@ -1248,20 +1248,18 @@ discard_file(PlegdState *state, const LoadFailure *failure)
                           state->path, problem_names[failure->problem], failure->why, aside,
                           state->instance, state->first_seq);
         state->start_note = g_strdup_printf("fresh: " STATE_FILE " was %s (%s), moved to %s",
-                                            problem_names[failure->problem], failure->why,
-                                            aside);
+                                            problem_names[failure->problem], failure->why, aside);
         return;
     }
     plegd_log_warning("state: %s was %s (%s), and cannot be moved aside: %s; leaving it alone "
                       "and serving events from memory only",
-                      state->path, problem_names[failure->problem], failure->why,
-                      g_strerror(err));
+                      state->path, problem_names[failure->problem], failure->why, g_strerror(err));
     state->never_write = TRUE;
     state->durable = FALSE;
     state->degraded_since_ns = g_get_real_time() * 1000;
-    state->failure = g_strdup_printf("%s was %s (%s) and cannot be moved aside: %s",
-                                     state->path, problem_names[failure->problem],
-                                     failure->why, g_strerror(err));
+    state->failure =
+        g_strdup_printf("%s was %s (%s) and cannot be moved aside: %s", state->path,
+                        problem_names[failure->problem], failure->why, g_strerror(err));
 }
 
 static void
@@ -1347,8 +1345,8 @@ plegd_state_open(const char *dir, guint ring_size, PlegMetricsRegistry *metrics,
                "%u lines kept",
                state->path, state->instance, state->loaded_next_seq,
                g_hash_table_size(state->records), g_queue_get_length(&state->tail));
-    state->thread = g_thread_new("plegd-state", writer_thread,
-                                 (g_atomic_ref_count_inc(&state->ref), state));
+    state->thread =
+        g_thread_new("plegd-state", writer_thread, (g_atomic_ref_count_inc(&state->ref), state));
     return state;
 }
 
@@ -1454,14 +1452,13 @@ plegd_state_describe(PlegdState *state)
             text = g_strdup_printf("durable in %s (resumed at seq %" G_GUINT64_FORMAT ")",
                                    state->dir, state->loaded_next_seq);
         else
-            text = g_strdup_printf("durable in %s (fresh history from seq %" G_GUINT64_FORMAT
-                                   ")",
+            text = g_strdup_printf("durable in %s (fresh history from seq %" G_GUINT64_FORMAT ")",
                                    state->dir, state->first_seq);
     } else {
         g_autofree char *since = format_time(state->degraded_since_ns);
 
-        text = g_strdup_printf("not durable: %s; serving from memory since %s", state->failure,
-                               since);
+        text =
+            g_strdup_printf("not durable: %s; serving from memory since %s", state->failure, since);
     }
     g_mutex_unlock(&state->lock);
     return text;
