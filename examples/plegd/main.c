@@ -425,7 +425,7 @@ restore_line(guint64 seq, GBytes *line, const PlegdEventKey *key, gpointer user_
 /* Places the events in the state's history and gives the PLEG the records it resumes from;
  * without a state, a fresh history whose seqs start above any a plegd on this node gave. */
 static void
-resume(PlegdState *state, PlegdEvents *events, PlegGeneric *pleg)
+resume(PlegdState *state, PlegdEvents *events, PlegGeneric *pleg, guint64 test_first_seq)
 {
     g_autoptr(GPtrArray) records = NULL;
     g_autoptr(GError) error = NULL;
@@ -435,7 +435,7 @@ resume(PlegdState *state, PlegdEvents *events, PlegGeneric *pleg)
     if (!state) {
         /* The wall clock in microseconds: later than any seq handed out by an earlier plegd
          * (which started earlier and gave fewer than a seq a microsecond). */
-        first_seq = (guint64)g_get_real_time();
+        first_seq = test_first_seq ? test_first_seq : (guint64)g_get_real_time();
         instance = g_uuid_string_random();
         plegd_events_start_history(events, instance, first_seq, first_seq);
         return;
@@ -543,7 +543,7 @@ run(const PlegdOptions *options)
         description = plegd_state_describe(state);
         g_info("state: %s", description);
     }
-    resume(state, events, pleg_host_get_pleg(host));
+    resume(state, events, pleg_host_get_pleg(host), options->events_first_seq);
     if (options->http_idle_timeout_usec > 0)
         plegd_events_set_cutoff_grace(events, options->http_idle_timeout_usec);
     if (options->metrics_address) {

@@ -599,6 +599,7 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
     g_autofree char *http_idle_timeout = NULL;
     g_autofree char *stdout_max_backlog = NULL;
     g_autofree char *journal_max_queue = NULL;
+    g_autofree char *events_first_seq = NULL;
     gboolean version = FALSE;
     const GOptionEntry entries[] = {
         {"config", 0, 0, G_OPTION_ARG_FILENAME, &config_file,
@@ -657,6 +658,9 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
          "Exit when this many bytes of events wait for the reader of stdout", "BYTES"},
         {"journal-max-queue", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &journal_max_queue,
          "Drop events when this many wait to be sent to the journal", "N"},
+        {"events-first-seq", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &events_first_seq,
+         "The first seq of a fresh history, in place of the clock (tests that count from 1)",
+         "N"},
         {NULL},
     };
     g_autoptr(GOptionContext) context = g_option_context_new(NULL);
@@ -778,6 +782,21 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
             return FALSE;
         }
         parsed.journal_max_queue = (guint)value;
+    }
+
+    if (events_first_seq) {
+        guint64 value;
+
+        if (!g_ascii_string_to_unsigned(events_first_seq, 10, 1, G_MAXINT64, &value,
+                                        &local_error)) {
+            g_autofree char *shown = pleg_log_text(events_first_seq, -1, 0);
+            g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
+
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "invalid --events-first-seq \"%s\": %s", shown, why);
+            return FALSE;
+        }
+        parsed.events_first_seq = value;
     }
 
     parsed.endpoint = g_strdup(settings.values[SETTING_ENDPOINT] ?: PLEG_DEFAULT_CRI_ENDPOINT);

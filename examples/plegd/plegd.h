@@ -50,6 +50,8 @@ typedef enum {
  * @stdout_max_backlog: test hook, 0: %PLEGD_OUTPUT_MAX_BACKLOG.
  * @events_journal: --events-journal.
  * @journal_max_queue: test hook, 0: %PLEGD_JOURNAL_MAX_QUEUE.
+ * @events_first_seq: test hook, 0: a fresh history's first seq is the wall clock in
+ *   microseconds.
  * @state_dir: (nullable): --state-dir, where the events and the PLEG's records are kept across
  *   restarts; %NULL: nowhere.
  *
@@ -76,6 +78,7 @@ typedef struct {
     PlegdEventsJournal events_journal;
     guint journal_max_queue;
     char *state_dir;
+    guint64 events_first_seq;
 } PlegdOptions;
 
 /**
