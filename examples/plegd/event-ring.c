@@ -44,6 +44,16 @@ plegd_event_ring_start(PlegdEventRing *ring, guint64 first_seq, guint64 next_seq
     ring->next = next_seq;
 }
 
+void
+plegd_event_ring_clear(PlegdEventRing *ring)
+{
+    for (guint i = 0; i < ring->capacity; i++) {
+        g_clear_pointer(&ring->slots[i].line, g_bytes_unref);
+        g_clear_pointer(&ring->slots[i].key, plegd_event_key_free);
+    }
+    ring->oldest = ring->next;
+}
+
 guint64
 plegd_event_ring_get_first_seq(PlegdEventRing *ring)
 {

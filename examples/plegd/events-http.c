@@ -22,6 +22,7 @@
 #define REASON_SHUTTING_DOWN    "shutting_down"
 #define REASON_GONE             "gone"
 #define REASON_TOO_MANY_CLIENTS "too_many_clients"
+#define REASON_HISTORY_CHANGED  "history_changed"
 
 /* Bytes a client may send during its stream that are read and dropped per wake-up. */
 #define DRAIN_BYTES (16 * 4096)
@@ -401,6 +402,7 @@ plegd_events_new(guint ring_size, guint max_clients, PlegMetricsRegistry *metric
     const char *const shutting_down[] = {REASON_SHUTTING_DOWN};
     const char *const gone[] = {REASON_GONE};
     const char *const too_many[] = {REASON_TOO_MANY_CLIENTS};
+    const char *const history_changed[] = {REASON_HISTORY_CHANGED};
 
     events->ring = plegd_event_ring_new(ring_size);
     events->instance = g_uuid_string_random();
@@ -425,6 +427,7 @@ plegd_events_new(guint ring_size, guint max_clients, PlegMetricsRegistry *metric
     /* Every series from the start, so that rate() sees the first increase. */
     pleg_metric_add(events->disconnected, slow, 0);
     pleg_metric_add(events->disconnected, shutting_down, 0);
+    pleg_metric_add(events->disconnected, history_changed, 0);
     pleg_metric_add(events->refused, gone, 0);
     pleg_metric_add(events->refused, too_many, 0);
     pleg_metric_set(events->clients, NULL, 0);
@@ -510,6 +513,28 @@ plegd_events_start_history(PlegdEvents *events, const char *instance, guint64 fi
     plegd_event_ring_start(events->ring, first_seq, next_seq);
     events->next_taken = next_seq;
     pleg_metric_series_set(events->last_seq, (double)(next_seq - 1));
+}
+
+void
+plegd_events_break_history(PlegdEvents *events, const char *instance, guint64 first_seq,
+                           guint64 renumbered_from)
+{
+    g_autofree char *message = g_strdup_printf(
+        "plegd cannot write its state directory: its events are not durable, and a new history "
+        "starts (instance %s, seq %" G_GUINT64_FORMAT "); relist, then follow /events",
+        instance, first_seq);
+
+    for (GList *l = events->subscribers; l; l = l->next) {
+        Subscriber *sub = l->data;
+
+        if (!sub->ending)
+            end_with_error(sub, REASON_HISTORY_CHANGED, message);
+    }
+    plegd_event_ring_clear(events->ring);
+    events->next_taken = events->next_taken - renumbered_from + first_seq;
+    g_free(events->instance);
+    events->instance = g_strdup(instance);
+    plegd_event_ring_start(events->ring, first_seq, first_seq);
 }
 
 void

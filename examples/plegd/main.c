@@ -137,9 +137,13 @@ publish(App *app, const PlegPodLifecycleEvent *event, guint64 seq, GBytes *line)
 /* From the state's writer, through the main context: the batch is on disk (or could not be
  * written, and is served from memory). */
 static void
-on_committed(GPtrArray *batch, gboolean durable, gpointer user_data)
+on_committed(GPtrArray *batch, const PlegdStateCommit *commit, gpointer user_data)
 {
     App *app = user_data;
+
+    if (commit->instance)
+        plegd_events_break_history(app->events, commit->instance, commit->first_seq,
+                                   commit->renumbered_from);
 
     for (guint i = 0; i < batch->len; i++) {
         const PlegdStateEntry *entry = g_ptr_array_index(batch, i);

@@ -648,6 +648,8 @@ PlegdEventRing *plegd_event_ring_new(guint capacity);
  * the state directory, whose kept lines are then pushed again in order.
  */
 void plegd_event_ring_start(PlegdEventRing *ring, guint64 first_seq, guint64 next_seq);
+/* Drops every line: the ring is empty, its next seq unchanged. */
+void plegd_event_ring_clear(PlegdEventRing *ring);
 /* The history's first seq (1 unless plegd_event_ring_start() said otherwise). */
 guint64 plegd_event_ring_get_first_seq(PlegdEventRing *ring);
 /* NULL-safe. */
@@ -807,6 +809,20 @@ void plegd_events_start_history(PlegdEvents *events, const char *instance, guint
                                 guint64 next_seq);
 
 /**
+ * plegd_events_break_history:
+ * @instance: the new history's instance id.
+ * @first_seq: its first seq.
+ * @renumbered_from: the seq in the old history of the first event now numbered @first_seq:
+ *   seqs taken from it on (plegd_events_take_seq()) move to the new history.
+ *
+ * The state directory could not make events durable (#PlegdStateCommit): ends every stream
+ * with a last line {"error":...,"reason":"history_changed","next_seq":N} (the client relists),
+ * drops the ring's lines, and continues in the new history.
+ */
+void plegd_events_break_history(PlegdEvents *events, const char *instance, guint64 first_seq,
+                                guint64 renumbered_from);
+
+/**
  * plegd_events_restore_line:
  * @seq: the line's seq: the first call's starts the ring, each later one follows the last.
  * @line: (transfer none): the line as it was published, its newline included.
@@ -944,17 +960,43 @@ PlegdStateEntry *plegd_state_entry_new(guint64 seq, GBytes *line, PlegPodLifecyc
 void plegd_state_entry_free(PlegdStateEntry *entry);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdStateEntry, plegd_state_entry_free)
 
+/* How far above the seqs of a history whose events could not be made durable the new history
+ * it breaks into starts (plegd_state_commit()): more events than that history will ever
+ * number after a restart resumes it. */
+#define PLEGD_STATE_HISTORY_GAP (G_GUINT64_CONSTANT(1) << 32)
+
 /**
- * PlegdStateCommittedFunc:
- * @batch: (transfer none) (element-type PlegdStateEntry): the batch given to
- *   plegd_state_commit(); freed when the function returns.
+ * PlegdStateCommit:
  * @durable: %TRUE when the batch's lines are on disk (written and fdatasync()ed) and survive a
  *   crash; %FALSE when writing failed (the state is degraded, see plegd_state_describe()): the
  *   batch is to be published all the same, from memory.
+ * @instance: (nullable): set when the batch starts a new history (see plegd_state_commit()):
+ *   its instance id; owned by the state, valid during the call.
+ * @first_seq: with @instance, the new history's first seq: the batch's first entry's seq now.
+ * @renumbered_from: with @instance, the seq the batch's first entry had in the old history.
+ *   The entries of this batch and of the batches committed before the caller learned of the
+ *   new history, numbered from @renumbered_from, are renumbered from @first_seq (their lines
+ *   too); the caller numbers its later events in the new history likewise.
+ *
+ * What became of one batch.
+ */
+typedef struct {
+    gboolean durable;
+    const char *instance;
+    guint64 first_seq;
+    guint64 renumbered_from;
+} PlegdStateCommit;
+
+/**
+ * PlegdStateCommittedFunc:
+ * @batch: (transfer none) (element-type PlegdStateEntry): the batch given to
+ *   plegd_state_commit(), renumbered when @commit says so; freed when the function returns.
+ * @commit: what became of it.
  *
  * Runs in the main context given to plegd_state_open(), once per batch, in commit order.
  */
-typedef void (*PlegdStateCommittedFunc)(GPtrArray *batch, gboolean durable, gpointer user_data);
+typedef void (*PlegdStateCommittedFunc)(GPtrArray *batch, const PlegdStateCommit *commit,
+                                        gpointer user_data);
 
 /**
  * PlegdStateLineFunc:
@@ -1006,9 +1048,10 @@ PlegdState *plegd_state_open(const char *dir, guint ring_size, PlegMetricsRegist
 
 /* Whether an intact state.jsonl was loaded (else the history is fresh).  Any thread. */
 gboolean plegd_state_is_resumed(PlegdState *state);
-/* Returns: (transfer none): the history's instance id (a UUID), fixed for the state's life. */
+/* Returns: (transfer none): the loaded (or fresh) history's instance id (a UUID); a later new
+ * history is told to the #PlegdStateCommittedFunc. */
 const char *plegd_state_get_instance(PlegdState *state);
-/* The first seq of the history (the header's first_seq).  Any thread. */
+/* The first seq of the loaded (or fresh) history (the header's first_seq).  Any thread. */
 guint64 plegd_state_get_first_seq(PlegdState *state);
 /* The seq the next event gets, as loaded: the last event's + 1, or first_seq when none. */
 guint64 plegd_state_get_next_seq(PlegdState *state);
@@ -1045,6 +1088,13 @@ void plegd_state_foreach_line(PlegdState *state, PlegdStateLineFunc func, gpoint
  * then hands the batch back to @func in the open's context.  An empty batch writes nothing and
  * is handed back in order, durable when the state is.  While degraded, each batch (and a timer
  * every %PLEGD_STATE_RETRY_USEC) tries a recovery: the whole state rewritten from memory.
+ *
+ * A batch that cannot be made durable while its history is on disk up to the event before it
+ * starts a new history (a new instance, a first seq %PLEGD_STATE_HISTORY_GAP above, or the
+ * wall clock in microseconds when that is later): published under the old history, its seqs
+ * would be given again to other events if plegd were killed before the directory works again
+ * and the restart resumed the old history from disk.  The batch is renumbered and #PlegdStateCommit
+ * says so; the new history is on disk once a recovery wrote it.
  *
  * Thread safety: the thread that called plegd_state_open(); not after plegd_state_close().
  */

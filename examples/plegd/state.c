@@ -112,9 +112,10 @@ typedef struct {
 
 typedef struct {
     GPtrArray *batch;
-    gboolean durable;
+    PlegdStateCommit commit; /* its instance owned */
     PlegdStateCommittedFunc func;
     gpointer user_data;
+    PlegdState *state;
 } Committed;
 
 typedef struct {
@@ -140,9 +141,13 @@ struct _PlegdState {
     guint crash_n;
     guint crash_reached;
 
-    /* Set by the load, constant afterwards. */
+    /* The history being written: the load's, until a break replaces it (the writer, with the
+     * lock held). */
     char *instance;
     guint64 first_seq;
+    /* Set by the load, constant afterwards. */
+    char *loaded_instance;
+    guint64 loaded_first_seq;
     guint64 loaded_next_seq;
     gboolean resumed;
     char *start_note;     /* (nullable) what happened to a bad file at start */
@@ -150,6 +155,7 @@ struct _PlegdState {
 
     /* Main thread only. */
     guint64 commit_next_seq;
+    guint64 main_renumber_base, main_renumber_first; /* the last break main was told of */
     gboolean closed;
     GThread *thread;
 
@@ -157,6 +163,12 @@ struct _PlegdState {
     int fd;                   /* state.jsonl for appending, -1 while degraded */
     guint64 file_events;      /* event lines in the file */
     gint64 last_attempt_usec; /* monotonic: the last recovery tried */
+    /* Whether a restart would resume the history being written: every line published of it is
+     * in the file.  A failure while it is breaks the history (break_history()). */
+    gboolean history_on_disk;
+    /* The last break: entries of seqs [renumber_base, renumber_first) were numbered in the
+     * history it ended, and get seq - renumber_base + renumber_first. */
+    guint64 renumber_base, renumber_first;
 
     GMutex lock;
     GCond cond;
@@ -930,9 +942,82 @@ recover(PlegdState *state)
     state->durable = TRUE;
     g_clear_pointer(&state->failure, g_free);
     g_mutex_unlock(&state->lock);
+    state->history_on_disk = TRUE;
     pleg_metric_series_set(state->durable_gauge, 1);
     g_message("state: the state directory works again: %s is durable", state->path);
     return TRUE;
+}
+
+/* @line, a line of plegd's ({"seq":N,...), with @seq in place of N. */
+static GBytes *
+line_with_seq(GBytes *line, guint64 seq)
+{
+    static const char prefix[] = "{\"seq\":";
+    gsize len;
+    const char *data = g_bytes_get_data(line, &len);
+    const char *rest = len > sizeof prefix - 1 && memcmp(data, prefix, sizeof prefix - 1) == 0
+                           ? memchr(data, ',', len)
+                           : NULL;
+    GString *out;
+
+    if (!rest) {
+        g_critical("state: a line without its seq first cannot be renumbered");
+        return g_bytes_ref(line);
+    }
+    out = g_string_sized_new(len + 8);
+    g_string_append_printf(out, "%s%" G_GUINT64_FORMAT, prefix, seq);
+    g_string_append_len(out, rest, (gssize)(data + len - rest));
+    return g_string_free_to_bytes(out);
+}
+
+/* Writer thread: the entries of @batch numbered in a history that a break ended, renumbered in
+ * the new one. */
+static void
+renumber(PlegdState *state, GPtrArray *batch)
+{
+    for (guint i = 0; state->renumber_first > 0 && i < batch->len; i++) {
+        PlegdStateEntry *entry = batch->pdata[i];
+        GBytes *line;
+
+        if (entry->seq < state->renumber_base || entry->seq >= state->renumber_first)
+            continue;
+        entry->seq = entry->seq - state->renumber_base + state->renumber_first;
+        line = line_with_seq(entry->line, entry->seq);
+        g_bytes_unref(entry->line);
+        entry->line = line;
+    }
+}
+
+/* Writer thread: @batch cannot be made durable, and the history it belongs to is on disk up to
+ * the event before it.  Were @batch published under that history and plegd killed before the
+ * directory works again, the restart would resume that history at @batch's first seq and give
+ * those seqs to other events: a client would take them for the ones it saw.  So @batch starts a
+ * new history instead, whose seqs are far above (PLEGD_STATE_HISTORY_GAP): a client of the old
+ * one gets 410 from either.  Sets @commit's instance, first_seq and renumbered_from. */
+static void
+break_history(PlegdState *state, GPtrArray *batch, PlegdStateCommit *commit)
+{
+    guint64 base = ((const PlegdStateEntry *)batch->pdata[0])->seq;
+    guint64 first = MAX((guint64)g_get_real_time(), base + PLEGD_STATE_HISTORY_GAP);
+
+    g_mutex_lock(&state->lock);
+    g_free(state->instance);
+    state->instance = g_uuid_string_random();
+    state->first_seq = first;
+    /* The old history's lines are not this one's. */
+    g_queue_clear_full(&state->tail, (GDestroyNotify)tail_line_free);
+    commit->instance = g_strdup(state->instance);
+    g_mutex_unlock(&state->lock);
+    commit->first_seq = first;
+    commit->renumbered_from = base;
+    state->renumber_base = base;
+    state->renumber_first = first;
+    state->history_on_disk = FALSE;
+    plegd_log_warning("state: events from seq %" G_GUINT64_FORMAT " on cannot be made durable: "
+                      "they start a new history (instance %s, seq %" G_GUINT64_FORMAT "), and "
+                      "/events clients of the old one must relist",
+                      base, commit->instance, first);
+    renumber(state, batch);
 }
 
 /* Writer thread: the batch's lines, records and keys into memory. */
@@ -969,21 +1054,41 @@ apply_batch(PlegdState *state, GPtrArray *batch)
     g_mutex_unlock(&state->lock);
 }
 
-/* Writer thread.  Returns: whether @batch is durable. */
-static gboolean
-write_batch(PlegdState *state, GPtrArray *batch)
+/* Writer thread: @batch, which could not be written, goes into memory (a recovery writes it
+ * with the rest), after a break when its history is on disk. */
+static void
+fail_batch(PlegdState *state, GPtrArray *batch, PlegdStateCommit *commit)
+{
+    if (state->history_on_disk)
+        break_history(state, batch, commit);
+    apply_batch(state, batch);
+}
+
+/* Writer thread.  Sets @commit (durable, and a break). */
+static void
+write_batch(PlegdState *state, GPtrArray *batch, PlegdStateCommit *commit)
 {
     g_autoptr(GByteArray) buf = NULL;
     gint64 start;
     struct stat st_fd, st_path;
     int err = 0;
 
-    if (batch->len == 0)
-        return state->fd >= 0;
-    if (state->fd < 0) {
-        /* Degraded: the batch goes into memory, and the recovery writes it with the rest. */
+    renumber(state, batch);
+    commit->durable = FALSE;
+    if (batch->len == 0) {
+        commit->durable = state->fd >= 0;
+        return;
+    }
+    if (state->fd < 0 && !state->history_on_disk) {
+        /* Degraded, the history in memory only: the batch joins it, and a recovery writes all. */
         apply_batch(state, batch);
-        return recover(state);
+        commit->durable = recover(state);
+        return;
+    }
+    /* Degraded with the history on disk: the directory may work again before this batch. */
+    if (state->fd < 0 && !recover(state)) {
+        fail_batch(state, batch, commit);
+        return;
     }
 
     buf = g_byte_array_new();
@@ -1003,14 +1108,14 @@ write_batch(PlegdState *state, GPtrArray *batch)
     }
     if (!write_all(state->fd, (const char *)buf->data, buf->len, &err)) {
         enter_degraded(state, PROBLEM_WRITE, "cannot write", err);
-        apply_batch(state, batch);
-        return FALSE;
+        fail_batch(state, batch, commit);
+        return;
     }
     crash_point(state, CRASH_APPEND_BEFORE_FSYNC);
     if (fdatasync(state->fd) < 0) {
         enter_degraded(state, PROBLEM_WRITE, "cannot fdatasync", errno);
-        apply_batch(state, batch);
-        return FALSE;
+        fail_batch(state, batch, commit);
+        return;
     }
     pleg_metric_series_observe(state->commit_duration,
                                (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC);
@@ -1019,11 +1124,14 @@ write_batch(PlegdState *state, GPtrArray *batch)
     if (fstat(state->fd, &st_fd) < 0 || st_fd.st_nlink == 0 || stat(state->path, &st_path) < 0 ||
         st_fd.st_dev != st_path.st_dev || st_fd.st_ino != st_path.st_ino) {
         enter_degraded(state, PROBLEM_VANISHED, NULL, 0);
+        /* Nothing a restart would read holds the history any more: no break needed. */
+        state->history_on_disk = FALSE;
         apply_batch(state, batch);
-        return FALSE;
+        return;
     }
     crash_point(state, CRASH_APPEND_AFTER_FSYNC);
     apply_batch(state, batch);
+    commit->durable = TRUE;
     state->file_events += batch->len;
     if (state->file_events > state->compact_lines) {
         const char *what = "cannot write";
@@ -1032,7 +1140,6 @@ write_batch(PlegdState *state, GPtrArray *batch)
         if (!compact(state, &what, &err))
             enter_degraded(state, PROBLEM_WRITE, what, err);
     }
-    return TRUE;
 }
 
 /* ---- the writer thread ---- */
@@ -1043,8 +1150,17 @@ static gboolean
 committed_dispatch(gpointer data)
 {
     Committed *committed = data;
+    PlegdState *state = committed->state;
 
-    committed->func(committed->batch, committed->durable, committed->user_data);
+    /* Batches committed from now on are numbered in the new history; those committed before
+     * are renumbered by the writer. */
+    if (committed->commit.instance) {
+        state->commit_next_seq = state->commit_next_seq - committed->commit.renumbered_from +
+                                 committed->commit.first_seq;
+        state->main_renumber_base = committed->commit.renumbered_from;
+        state->main_renumber_first = committed->commit.first_seq;
+    }
+    committed->func(committed->batch, &committed->commit, committed->user_data);
     return G_SOURCE_REMOVE;
 }
 
@@ -1054,6 +1170,8 @@ committed_free(gpointer data)
     Committed *committed = data;
 
     g_ptr_array_unref(committed->batch);
+    g_free((char *)committed->commit.instance);
+    state_unref(committed->state);
     g_free(committed);
 }
 
@@ -1065,13 +1183,15 @@ queued_free(Queued *queued)
 }
 
 static void
-hand_back(PlegdState *state, Queued *queued, gboolean durable)
+hand_back(PlegdState *state, Queued *queued, const PlegdStateCommit *commit)
 {
     Committed *committed = g_new(Committed, 1);
     g_autoptr(GSource) source = g_idle_source_new();
 
     committed->batch = g_steal_pointer(&queued->batch);
-    committed->durable = durable;
+    committed->commit = *commit;
+    g_atomic_ref_count_inc(&state->ref);
+    committed->state = state;
     committed->func = queued->func;
     committed->user_data = queued->user_data;
     g_source_set_priority(source, G_PRIORITY_DEFAULT);
@@ -1090,7 +1210,7 @@ writer_thread(gpointer data)
     for (;;) {
         Queued *queued = NULL;
         gboolean retry = FALSE;
-        gboolean durable = FALSE;
+        PlegdStateCommit commit = {0};
 
         while (!state->stop && g_queue_is_empty(&state->queue)) {
             if (!state->durable && !state->never_write) {
@@ -1114,8 +1234,8 @@ writer_thread(gpointer data)
         g_mutex_unlock(&state->lock);
 
         if (queued) {
-            durable = write_batch(state, queued->batch);
-            hand_back(state, queued, durable);
+            write_batch(state, queued->batch, &commit);
+            hand_back(state, queued, &commit);
         } else {
             recover(state);
         }
@@ -1152,6 +1272,7 @@ state_unref(PlegdState *state)
     g_free(state->failure);
     g_free(state->start_note);
     g_free(state->instance);
+    g_free(state->loaded_instance);
     g_free(state->dir);
     g_free(state->path);
     g_free(state->tmp_path);
@@ -1338,6 +1459,9 @@ plegd_state_open(const char *dir, guint ring_size, PlegMetricsRegistry *metrics,
     read_test_hooks(state);
 
     load(state);
+    state->history_on_disk = state->resumed || state->durable;
+    state->loaded_instance = g_strdup(state->instance);
+    state->loaded_first_seq = state->first_seq;
     pleg_metric_series_set(state->durable_gauge, state->durable ? 1 : 0);
     state->commit_next_seq = state->loaded_next_seq;
     if (state->resumed)
@@ -1359,13 +1483,13 @@ plegd_state_is_resumed(PlegdState *state)
 const char *
 plegd_state_get_instance(PlegdState *state)
 {
-    return state->instance;
+    return state->loaded_instance;
 }
 
 guint64
 plegd_state_get_first_seq(PlegdState *state)
 {
-    return state->first_seq;
+    return state->loaded_first_seq;
 }
 
 guint64
@@ -1407,11 +1531,15 @@ plegd_state_commit(PlegdState *state, GPtrArray *batch, PlegdStateCommittedFunc 
     g_return_if_fail(func != NULL);
     for (guint i = 0; i < batch->len; i++) {
         const PlegdStateEntry *entry = batch->pdata[i];
+        guint64 seq = entry->seq;
 
-        if (entry->seq != state->commit_next_seq) {
+        /* Numbered before the caller was told of the last break: the writer renumbers it. */
+        if (seq >= state->main_renumber_base && seq < state->main_renumber_first)
+            seq = seq - state->main_renumber_base + state->main_renumber_first;
+        if (seq != state->commit_next_seq) {
             g_critical("plegd_state_commit: seq %" G_GUINT64_FORMAT " where %" G_GUINT64_FORMAT
                        " was due; batch dropped",
-                       entry->seq, state->commit_next_seq);
+                       seq, state->commit_next_seq);
             state->commit_next_seq -= i;
             g_ptr_array_unref(batch);
             return;

@@ -34,7 +34,9 @@ typedef struct {
     PlegMetricsRegistry *metrics;
     PlegdState *state;
     GPtrArray *lines; /* GBytes: every line committed, in seq order */
+    GArray *times;    /* gint64: the time of each of lines */
     guint64 next_seq;
+    char *broken_instance; /* the instance of the last history a batch broke into */
 } Fixture;
 
 static Fixture f;
@@ -48,6 +50,7 @@ setup(void)
     f.context = g_main_context_new();
     g_main_context_push_thread_default(f.context);
     f.lines = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+    f.times = g_array_new(FALSE, FALSE, sizeof(gint64));
 }
 
 static void
@@ -72,6 +75,8 @@ teardown(void)
     g_main_context_pop_thread_default(f.context);
     g_main_context_unref(f.context);
     g_ptr_array_unref(f.lines);
+    g_array_unref(f.times);
+    g_free(f.broken_instance);
     command = g_strdup_printf("rm -rf '%s'", f.tmp);
     ck_assert_int_eq(system(command), 0);
     g_free(f.dir);
@@ -137,16 +142,52 @@ typedef struct {
     gboolean done;
     gboolean durable;
     guint n;
+    char *instance; /* a new history's */
+    guint64 first_seq, renumbered_from;
+    GPtrArray *lines; /* the batch's lines as handed back */
 } CommitResult;
 
 static void
-on_committed(GPtrArray *batch, gboolean durable, gpointer user_data)
+on_committed(GPtrArray *batch, const PlegdStateCommit *commit, gpointer user_data)
 {
     CommitResult *result = user_data;
 
     result->done = TRUE;
-    result->durable = durable;
+    result->durable = commit->durable;
     result->n = batch->len;
+    result->instance = g_strdup(commit->instance);
+    result->first_seq = commit->first_seq;
+    result->renumbered_from = commit->renumbered_from;
+    result->lines = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+    for (guint i = 0; i < batch->len; i++) {
+        const PlegdStateEntry *entry = batch->pdata[i];
+
+        /* Renumbered, the batch's seqs still follow each other, from the new first seq. */
+        if (i > 0)
+            ck_assert_uint_eq(entry->seq, ((const PlegdStateEntry *)batch->pdata[i - 1])->seq + 1);
+        else if (commit->instance)
+            ck_assert_uint_eq(entry->seq, commit->first_seq);
+        g_ptr_array_add(result->lines, g_bytes_ref(entry->line));
+    }
+}
+
+/* A batch that broke into a new history: the state keeps only its lines, renumbered, and the
+ * seqs go on from there. */
+static void
+follow_break(CommitResult *result)
+{
+    GArray *times = g_array_new(FALSE, FALSE, sizeof(gint64));
+
+    ck_assert_uint_ge(result->first_seq, result->renumbered_from + PLEGD_STATE_HISTORY_GAP);
+    g_array_append_vals(times, &g_array_index(f.times, gint64, f.times->len - result->n),
+                        result->n);
+    g_array_unref(f.times);
+    f.times = times;
+    g_ptr_array_set_size(f.lines, 0);
+    g_ptr_array_extend(f.lines, result->lines, (GCopyFunc)(void (*)(void))g_bytes_ref, NULL);
+    f.next_seq = f.next_seq - result->renumbered_from + result->first_seq;
+    g_free(f.broken_instance);
+    f.broken_instance = g_strdup(result->instance);
 }
 
 static gboolean
@@ -179,6 +220,7 @@ commit_image(const char *const *events, gsize image_len)
 
         g_ptr_array_add(batch, plegd_state_entry_new(f.next_seq, line, NULL));
         g_ptr_array_add(f.lines, g_bytes_ref(line));
+        g_array_append_val(f.times, ((gint64){T0_NS + (gint64)f.next_seq}));
         f.next_seq++;
     }
     plegd_state_commit(f.state, batch, on_committed, &result);
@@ -190,6 +232,10 @@ commit_image(const char *const *events, gsize image_len)
     ck_assert_msg(result.done, "the batch did not come back within %d s",
                   (int)(WAIT_USEC / G_USEC_PER_SEC));
     ck_assert_uint_eq(result.n, g_strv_length((char **)events));
+    if (result.instance)
+        follow_break(&result);
+    g_free(result.instance);
+    g_ptr_array_unref(result.lines);
     return result.durable;
 }
 
@@ -261,7 +307,7 @@ assert_lines(guint n)
         const PlegdEventKey *key = lines.keys->pdata[i];
 
         ck_assert_msg(g_bytes_equal(lines.lines->pdata[i], expected), "line %u differs", i);
-        ck_assert_int_eq(key->time_ns, T0_NS + (gint64)(lines.first_seq + i));
+        ck_assert_int_eq(key->time_ns, g_array_index(f.times, gint64, f.times->len - n + i));
         ck_assert_str_eq(key->pod_namespace, "shop");
         ck_assert_ptr_nonnull(key->pod_uid);
     }
@@ -701,8 +747,11 @@ START_TEST(test_enospc)
     commit_history();
     fill(filler);
 
-    /* 10 lines of > 1 KiB: more than the page the file's last one has room in. */
+    /* 10 lines of > 1 KiB: more than the page the file's last one has room in.  They cannot
+     * be made durable: they start a new history, far above the old one's seqs. */
     ck_assert(!commit_image(big, 1500));
+    ck_assert_ptr_nonnull(f.broken_instance);
+    ck_assert_str_ne(f.broken_instance, plegd_state_get_instance(f.state));
     ck_assert(!plegd_state_is_durable(f.state));
     assert_describe_starts("not durable: cannot write ");
     assert_describe_contains(g_strerror(ENOSPC));
@@ -721,9 +770,10 @@ START_TEST(test_enospc)
     ck_assert(commit(EVENTS("D:big:c12:c")));
     next_seq = f.next_seq;
 
-    /* Everything, the events published while degraded included. */
+    /* The new history, the events published while degraded included. */
     state_reopen(RING);
     ck_assert(plegd_state_is_resumed(f.state));
+    ck_assert_str_eq(plegd_state_get_instance(f.state), f.broken_instance);
     ck_assert_uint_eq(plegd_state_get_next_seq(f.state), next_seq);
     assert_lines(f.lines->len);
     {
@@ -732,6 +782,45 @@ START_TEST(test_enospc)
         /* c1, s1 and c10 to c19 */
         ck_assert_uint_eq(records->len, 12);
     }
+    umount_tmpfs();
+}
+END_TEST
+
+/* Killed while the directory is full: the restart resumes the old history from disk, where
+ * the events published from memory are not.  Their seqs were given in the new history, far
+ * above: the old one, resumed, never gives them again. */
+START_TEST(test_crash_while_degraded)
+{
+    g_autofree char *filler = g_build_filename(f.tmp, "mnt", "filler", NULL);
+    const char *const big[] = {"S:big:c10:a", "S:big:c11:b", "S:big:c12:c", "S:big:c13:d",
+                               "S:big:c14:e", "S:big:c15:f", "S:big:c16:g", "S:big:c17:h",
+                               "S:big:c18:i", "S:big:c19:j", NULL};
+    g_autofree char *old_instance = NULL;
+    guint64 old_next_seq, lowest_published;
+
+    mount_tmpfs(256);
+    state_open(RING);
+    commit_history();
+    old_instance = g_strdup(plegd_state_get_instance(f.state));
+    old_next_seq = f.next_seq;
+    fill(filler);
+    ck_assert(!commit_image(big, 1500));
+    ck_assert(!commit_image(EVENTS("D:big:c10:a"), 1500));
+    lowest_published = f.next_seq - 11;
+    ck_assert_uint_ge(lowest_published, old_next_seq + PLEGD_STATE_HISTORY_GAP);
+
+    /* Still full at the restart. */
+    state_reopen(RING);
+    ck_assert(plegd_state_is_resumed(f.state));
+    ck_assert_str_eq(plegd_state_get_instance(f.state), old_instance);
+    /* The lines of the failed write that reached the file whole are the old history's, as
+     * they were before the renumbering: the same events. */
+    ck_assert_uint_ge(plegd_state_get_next_seq(f.state), old_next_seq);
+    ck_assert_uint_le(plegd_state_get_next_seq(f.state), old_next_seq + 10);
+    /* The resumed history reaches the seqs given while degraded only after some 2^32 more
+     * events. */
+    ck_assert_uint_ge(lowest_published - plegd_state_get_next_seq(f.state),
+                      PLEGD_STATE_HISTORY_GAP - 10);
     umount_tmpfs();
 }
 END_TEST
@@ -758,6 +847,8 @@ START_TEST(test_read_only)
     ck_assert_double_eq(metric("plegd_state_problems_total", "write"), 1);
     ck_assert(!commit(EVENTS("R:web:c1:nginx")));
 
+    /* That batch broke into a new history: its lines and the next are all it keeps. */
+    ck_assert_ptr_nonnull(f.broken_instance);
     ck_assert_int_eq(umount2(f.dir, 0), 0);
     ck_assert(commit(EVENTS("D:web:c2:sidecar")));
     ck_assert(plegd_state_is_durable(f.state));
@@ -765,8 +856,9 @@ START_TEST(test_read_only)
 
     state_reopen(RING);
     ck_assert(plegd_state_is_resumed(f.state));
+    ck_assert_str_eq(plegd_state_get_instance(f.state), f.broken_instance);
     ck_assert_uint_eq(plegd_state_get_next_seq(f.state), next_seq);
-    assert_lines(6);
+    assert_lines(2);
     assert_records(EVENTS("c2:exited:sidecar", "s1:running:-"));
     g_unsetenv("PLEGD_STATE_COMPACT_EVERY");
     umount_tmpfs();
@@ -872,6 +964,7 @@ state_suite(void)
     tcase_add_loop_test(tc, test_bad_file, 0, N_BAD);
     tcase_add_test(tc, test_compaction);
     tcase_add_test(tc, test_enospc);
+    tcase_add_test(tc, test_crash_while_degraded);
     tcase_add_test(tc, test_read_only);
     tcase_add_test(tc, test_vanished);
     tcase_add_loop_test(tc, test_crash_at, 0, G_N_ELEMENTS(crash_steps));
