@@ -4,7 +4,9 @@
 # The main job end to end, as root on Debian 12: installs the dependencies, builds libpleg in
 # $BUILD_DIR (default build), starts a private containerd, runs plegd against it with its events
 # (one JSON object per line) shown on this terminal, creates three pods whose containers exit with
-# different codes, removes them, checks that plegd reported every step, and shuts everything down.
+# different codes, stops plegd, removes the pods while it is down, restarts it from its state
+# directory, checks that plegd reported every step once (the removals after the restart, nothing
+# twice), and shuts everything down.
 
 set -euo pipefail
 
@@ -76,19 +78,26 @@ http_get() {
 say "starting a private containerd in $DIR"
 PLEG_SANDBOX_OWNER_PID=$$ scripts/containerd-sandbox.sh start "$DIR"
 
-say "starting plegd; its events follow"
-"$PLEGD" --container-runtime-endpoint="$ENDPOINT" --relist-period=1s \
-    --metrics-bind-address=127.0.0.1:0 > >(tee "$EVENTS") 2>"$DIR/plegd.log" &
-plegd_pid=$!
+# Starts plegd with its state in $DIR/state, its events appended to $EVENTS and shown here, and
+# waits until it is healthy; sets plegd_pid and METRICS_URL.
+start_plegd() {
+    : >"$DIR/plegd.log"
+    "$PLEGD" --container-runtime-endpoint="$ENDPOINT" --relist-period=1s \
+        --metrics-bind-address=127.0.0.1:0 --state-dir="$DIR/state" \
+        > >(tee -a "$EVENTS") 2>"$DIR/plegd.log" &
+    plegd_pid=$!
+    local deadline=$((SECONDS + WAIT_SEC))
+    until METRICS_URL=$(grep -o 'serving metrics on http://[^ "]*' "$DIR/plegd.log" 2>/dev/null | cut -d' ' -f4) &&
+        [ -n "$METRICS_URL" ] && [[ $(http_get /healthz 2>/dev/null) == HTTP/1.?' 200 '* ]]; do
+        kill -0 "$plegd_pid" 2>/dev/null || fail "plegd exited"
+        [ $SECONDS -lt $deadline ] || fail "plegd did not become healthy within ${WAIT_SEC}s"
+        sleep 0.2
+    done
+    say "plegd is healthy, metrics on $METRICS_URL"
+}
 
-deadline=$((SECONDS + WAIT_SEC))
-until METRICS_URL=$(grep -o 'serving metrics on http://[^ "]*' "$DIR/plegd.log" 2>/dev/null | cut -d' ' -f4) &&
-    [ -n "$METRICS_URL" ] && [[ $(http_get /healthz 2>/dev/null) == HTTP/1.?' 200 '* ]]; do
-    kill -0 "$plegd_pid" 2>/dev/null || fail "plegd exited"
-    [ $SECONDS -lt $deadline ] || fail "plegd did not become healthy within ${WAIT_SEC}s"
-    sleep 0.2
-done
-say "plegd is healthy, metrics on $METRICS_URL"
+say "starting plegd; its events follow"
+start_plegd
 # Run from the build tree without --plugin-dir, plegd loads the tree's own plugins.
 say "plegd's plugins:"
 grep -E 'plugins: searching|plugin [a-z0-9-]+: |warning: ' "$DIR/plegd.log" | sed 's/^[^:]*: [0-9:.]*: /  /' >&2 || true
@@ -116,16 +125,39 @@ for pod in "${pods[@]}"; do
         "(runtime: $(cri inspect "${container[$pod]}"))"
 done
 
-say "removing the containers and the pods"
+# What a consumer keeps to resume: the last seq it saw, and the history it belongs to.
+last_seq=$(tail -n 1 "$EVENTS" | jq .seq)
+instance=$(curl -sI "$METRICS_URL/events" | tr -d '\r' | awk -F': ' 'tolower($1) == "plegd-instance" {print $2}')
+say "stopping plegd at seq $last_seq (instance $instance); the pods are removed while it is down"
+kill -TERM "$plegd_pid"
+wait "$plegd_pid" || fail "plegd did not stop cleanly"
+plegd_pid=
 for pod in "${pods[@]}"; do
     cri rm "${container[$pod]}"
     cri stopp "${sandbox[$pod]}"
     cri rmp "${sandbox[$pod]}"
 done
+
+say "restarting plegd from its state directory: it reports only what changed while it was down"
+start_plegd
 for pod in "${pods[@]}"; do
     wait_event ContainerRemoved "${container[$pod]}"
     wait_event ContainerRemoved "${sandbox[$pod]}"
 done
+for pod in "${pods[@]}"; do
+    for type in ContainerStarted ContainerDied ContainerRemoved; do
+        n=$(jq -c --arg id "${container[$pod]}" --arg type "$type" \
+            'select(.container_id == $id and .type == $type)' "$EVENTS" | wc -l)
+        [ "$n" = 1 ] || fail "pod $pod: $n $type events for its container, not 1"
+    done
+done
+say "a consumer that stored seq $last_seq resumes where it stopped:"
+say "  curl -s '$METRICS_URL/events?follow=false&since=$last_seq&instance=$instance'"
+resumed=$(curl -s "$METRICS_URL/events?follow=false&since=$last_seq&instance=$instance")
+jq -r '"  \(.seq) \(.type) \(.namespace)/\(.pod) \(.container // "sandbox")"' <<<"$resumed" >&2
+[ "$(jq -s 'map(select(.type == "ContainerRemoved")) | length' <<<"$resumed")" = $((2 * ${#pods[@]})) ] ||
+    fail "the resumed read did not answer the removals: $resumed"
+[ "$(jq -s '.[0].seq' <<<"$resumed")" = $((last_seq + 1)) ] || fail "the seqs did not go on from $last_seq"
 
 say "which containers of namespace demo died, with what exit code and reason, in the last ten minutes:"
 say "  curl -s '$METRICS_URL/events?follow=false&type=ContainerDied&namespace=demo&sandbox=false&since_time=10m'"
