@@ -590,6 +590,24 @@ bad_argument_encoding(int argc, char **argv, const char *why, GError **error)
     return FALSE;
 }
 
+/* A test hook's positive number, at most @max. */
+static gboolean
+parse_hook_number(const char *flag, const char *text, guint64 max, guint64 *ret_value,
+                  GError **error)
+{
+    g_autoptr(GError) local_error = NULL;
+
+    if (!g_ascii_string_to_unsigned(text, 10, 1, max, ret_value, &local_error)) {
+        g_autofree char *shown = pleg_log_text(text, -1, 0);
+        g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
+
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "invalid --%s \"%s\": %s",
+                    flag, shown, why);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean
 plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError **error)
 {
@@ -600,6 +618,7 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
     g_autofree char *stdout_max_backlog = NULL;
     g_autofree char *journal_max_queue = NULL;
     g_autofree char *events_first_seq = NULL;
+    guint64 journal_queue = 0;
     gboolean version = FALSE;
     const GOptionEntry entries[] = {
         {"config", 0, 0, G_OPTION_ARG_FILENAME, &config_file,
@@ -758,46 +777,15 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
                     local_error ? local_error->message : "must be a positive duration");
         return FALSE;
     }
-    if (stdout_max_backlog &&
-        !g_ascii_string_to_unsigned(stdout_max_backlog, 10, 1, G_MAXSIZE,
-                                    &parsed.stdout_max_backlog, &local_error)) {
-        g_autofree char *shown = pleg_log_text(stdout_max_backlog, -1, 0);
-        g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
-
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "invalid --stdout-max-backlog \"%s\": %s", shown, why);
+    if ((stdout_max_backlog &&
+         !parse_hook_number("stdout-max-backlog", stdout_max_backlog, G_MAXSIZE,
+                            &parsed.stdout_max_backlog, error)) ||
+        (journal_max_queue && !parse_hook_number("journal-max-queue", journal_max_queue,
+                                                 G_MAXUINT, &journal_queue, error)) ||
+        (events_first_seq && !parse_hook_number("events-first-seq", events_first_seq, G_MAXINT64,
+                                                &parsed.events_first_seq, error)))
         return FALSE;
-    }
-
-    if (journal_max_queue) {
-        guint64 value;
-
-        if (!g_ascii_string_to_unsigned(journal_max_queue, 10, 1, G_MAXUINT, &value,
-                                        &local_error)) {
-            g_autofree char *shown = pleg_log_text(journal_max_queue, -1, 0);
-            g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
-
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid --journal-max-queue \"%s\": %s", shown, why);
-            return FALSE;
-        }
-        parsed.journal_max_queue = (guint)value;
-    }
-
-    if (events_first_seq) {
-        guint64 value;
-
-        if (!g_ascii_string_to_unsigned(events_first_seq, 10, 1, G_MAXINT64, &value,
-                                        &local_error)) {
-            g_autofree char *shown = pleg_log_text(events_first_seq, -1, 0);
-            g_autofree char *why = pleg_log_text(local_error->message, -1, 0);
-
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid --events-first-seq \"%s\": %s", shown, why);
-            return FALSE;
-        }
-        parsed.events_first_seq = value;
-    }
+    parsed.journal_max_queue = (guint)journal_queue;
 
     parsed.endpoint = g_strdup(settings.values[SETTING_ENDPOINT] ?: PLEG_DEFAULT_CRI_ENDPOINT);
     parsed.endpoint_origin = g_strdup(settings.origins[SETTING_ENDPOINT]);
