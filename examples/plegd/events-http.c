@@ -784,7 +784,8 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
     }
     /* Without since: live events only, unless since_time or a bounded read asks for history. */
     if (request.has_since)
-        sub->next_seq = request.since + 1;
+        sub->next_seq = request.since == 0 ? plegd_event_ring_get_first_seq(events->ring)
+                                           : request.since + 1;
     else if (has_since_time || !sub->follow)
         sub->next_seq = plegd_event_ring_get_oldest_seq(events->ring);
     else

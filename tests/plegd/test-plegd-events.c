@@ -507,6 +507,33 @@ START_TEST(test_resume_after_disconnect)
 }
 END_TEST
 
+/* Every fresh history but the tests' starts far above 1 (at the wall clock in microseconds):
+ * since=0 is still its whole history, and a seq below its first is another history's. */
+START_TEST(test_history_above_one)
+{
+    const guint64 first = G_GUINT64_CONSTANT(1796000000000000);
+    g_autoptr(Client) all = NULL;
+    g_autoptr(Client) older = NULL;
+
+    /* The last --events-first-seq wins over the fixture's =1. */
+    start_plegd("--events-first-seq=1796000000000000", NULL);
+    add_pods(3);
+    wait_metric("plegd_events_last_seq", (double)(first + 5));
+
+    all = client_open("?since=0&follow=false", 0);
+    client_wait_eof(all);
+    ck_assert_uint_eq(all->status, 200);
+    ck_assert_uint_eq(all->lines->len, 6);
+    assert_consecutive(all, 0, 6, first);
+
+    older = client_open("?since=20", 0);
+    client_wait_eof(older);
+    ck_assert_uint_eq(older->status, 410);
+    ck_assert_msg(strstr(older->raw->str, "is older than this plegd's history"), "%s",
+                  older->raw->str);
+}
+END_TEST
+
 #define N_CLIENTS    100
 #define N_STORM_PODS 2500 /* 5000 events */
 /* RSS growth allowed over the storm.  Copies of every line per client would be 100 x 5000 x
@@ -1457,6 +1484,7 @@ plegd_events_suite(void)
     tcase_add_test(tc, test_two_clients_one_paused);
     tcase_add_test(tc, test_slow_consumer_cut_off);
     tcase_add_test(tc, test_resume_after_disconnect);
+    tcase_add_test(tc, test_history_above_one);
     tcase_add_test(tc, test_storm_many_clients);
     tcase_add_test(tc, test_stream_outlives_idle_timeout);
     tcase_add_test(tc, test_bad_requests);
