@@ -1201,14 +1201,17 @@ hand_back(PlegdState *state, Queued *queued, const PlegdStateCommit *commit)
     queued_free(queued);
 }
 
+/* Batches the writer takes at most at once. */
+#define MAX_GROUP_BATCHES 1024
+
 static gpointer
 writer_thread(gpointer data)
 {
     PlegdState *state = data;
+    g_autoptr(GPtrArray) group = g_ptr_array_new(); /* Queued, taken from the queue */
 
     g_mutex_lock(&state->lock);
     for (;;) {
-        Queued *queued = NULL;
         gboolean retry = FALSE;
         PlegdStateCommit commit = {0};
 
@@ -1228,14 +1231,27 @@ writer_thread(gpointer data)
             break;
         if (!retry || !g_queue_is_empty(&state->queue)) {
             retry = FALSE;
-            queued = g_queue_pop_head(&state->queue);
+            /* Every batch waiting goes in one write and one fdatasync(): after a slow sync, the
+             * backlog is one group commit, not one sync a batch. */
+            while (!g_queue_is_empty(&state->queue) && group->len < MAX_GROUP_BATCHES)
+                g_ptr_array_add(group, g_queue_pop_head(&state->queue));
         }
         state->writing = TRUE;
         g_mutex_unlock(&state->lock);
 
-        if (queued) {
-            write_batch(state, queued->batch, &commit);
-            hand_back(state, queued, &commit);
+        if (group->len > 0) {
+            g_autoptr(GPtrArray) entries = g_ptr_array_new();
+
+            for (guint i = 0; i < group->len; i++)
+                g_ptr_array_extend(entries, ((Queued *)group->pdata[i])->batch, NULL, NULL);
+            write_batch(state, entries, &commit);
+            /* A new history is told once, with the first batch; the entries of the others are
+             * renumbered already. */
+            for (guint i = 0; i < group->len; i++) {
+                hand_back(state, group->pdata[i], &commit);
+                commit.instance = NULL;
+            }
+            g_ptr_array_set_size(group, 0);
         } else {
             recover(state);
         }
