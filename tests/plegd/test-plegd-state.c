@@ -612,7 +612,8 @@ START_TEST(test_bad_file)
         g_assert_not_reached();
     }
 
-    f.lines->len = 0;
+    g_ptr_array_set_size(f.lines, 0);
+    g_array_set_size(f.times, 0);
     state_open(RING);
     ck_assert(!plegd_state_is_resumed(f.state));
     ck_assert(plegd_state_is_durable(f.state));
