@@ -37,12 +37,13 @@
 #include "cri-sim.h"
 #include "plegd-runner.h"
 
-#define N_TYPES 3
+#define N_TYPES 4
 static const char *const type_names[N_TYPES] = {"ContainerStarted", "ContainerDied",
-                                                "ContainerRemoved"};
-enum { STARTED, DIED, REMOVED };
+                                                "ContainerRemoved", "ContainerChanged"};
+enum { STARTED, DIED, REMOVED, CHANGED };
 
-typedef enum { GONE, RUNNING, EXITED } CtrState;
+/* CREATED: created, not started. */
+typedef enum { GONE, CREATED, RUNNING, EXITED } CtrState;
 
 /* A container or sandbox as the test made it, and what the consumer must receive of it. */
 typedef struct {
@@ -83,6 +84,8 @@ typedef struct {
     GPtrArray *order; /* Ctr, as made */
     GPtrArray *pods;  /* uids */
     guint n_made;
+    guint n_pods_made;
+    guint n_pods_removed;
     guint n_exits;
     GRand *rand;
     gboolean expect_initial; /* events are the first relist's */
@@ -252,7 +255,7 @@ static void
 add_pod(void)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *uid = g_strdup_printf("u%u", fixture.pods->len + 1);
+    g_autofree char *uid = g_strdup_printf("u%u", ++fixture.n_pods_made);
     g_autofree char *sandbox = g_strconcat("sb-", uid, NULL);
     Ctr *ctr;
 
@@ -264,10 +267,14 @@ add_pod(void)
     g_ptr_array_add(fixture.pods, g_steal_pointer(&uid));
 }
 
+/* After the first start, not the oldest pod, which changes only while plegd is down:
+ * remove_pod() can take it. */
 static const char *
 random_pod(void)
 {
-    return fixture.pods->pdata[g_rand_int_range(fixture.rand, 0, (gint32)fixture.pods->len)];
+    gint32 first = fixture.pods->len > 1 && !fixture.expect_initial ? 1 : 0;
+
+    return fixture.pods->pdata[g_rand_int_range(fixture.rand, first, (gint32)fixture.pods->len)];
 }
 
 static int
@@ -315,9 +322,36 @@ add_container(gboolean exited)
                   error->message);
 }
 
-/* Up to @n untouched containers in @state, at random. */
+/* A container created, not started: no event (the PLEG's "unknown", whose ContainerChanged the
+ * Generic PLEG does not publish, as kubelet's does not). */
+static void
+create_container(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *id = g_strdup_printf("c%u", ++fixture.n_made);
+    const char *pod_uid = random_pod();
+    Ctr *ctr = ctr_add(id, pod_uid, FALSE);
+
+    ck_assert_msg(cri_sim_add_container(fixture.sim, pod_uid, id, id, &error), "%s",
+                  error->message);
+    ctr->state = CREATED;
+    ctr->touched = TRUE;
+}
+
+static void
+start_container(Ctr *ctr)
+{
+    g_autoptr(GError) error = NULL;
+
+    ck_assert_msg(cri_sim_start_container(fixture.sim, ctr->id, &error), "%s", error->message);
+    ctr->state = RUNNING;
+    ctr->want[STARTED] = 1;
+    ctr->touched = TRUE;
+}
+
+/* Up to @n untouched containers in @state, at random; @down: the oldest pod's too. */
 static GPtrArray *
-pick(CtrState state, guint n)
+pick(CtrState state, guint n, gboolean down)
 {
     g_autoptr(GPtrArray) candidates = g_ptr_array_new();
     GPtrArray *picked = g_ptr_array_new();
@@ -325,6 +359,8 @@ pick(CtrState state, guint n)
     for (guint i = 0; i < fixture.order->len; i++) {
         Ctr *ctr = fixture.order->pdata[i];
 
+        if (!down && g_str_equal(ctr->pod_uid, fixture.pods->pdata[0]))
+            continue;
         if (!ctr->sandbox && !ctr->touched && ctr->state == state)
             g_ptr_array_add(candidates, ctr);
     }
@@ -367,20 +403,71 @@ remove_container(Ctr *ctr)
     ctr->touched = TRUE;
 }
 
-/* One round of churn: @n_new containers started, @n_exit exited, @n_remove removed; @down: plegd
- * is down, so also one that starts and exits unseen, one running one removed and a new pod. */
+/* While plegd is down, a pod none of whose containers changed since the last settled point is
+ * removed with its containers (cri-sim stops it first): for the running ones and the sandbox
+ * ContainerDied without an exit code and ContainerRemoved, for the exited ones ContainerRemoved,
+ * for one never started nothing. */
+static void
+remove_pod(void)
+{
+    for (guint p = 0; p < fixture.pods->len; p++) {
+        const char *uid = fixture.pods->pdata[p];
+        g_autoptr(GError) error = NULL;
+        gboolean untouched = TRUE;
+
+        for (guint i = 0; i < fixture.order->len && untouched; i++) {
+            const Ctr *ctr = fixture.order->pdata[i];
+
+            untouched = !g_str_equal(ctr->pod_uid, uid) || ctr->state == GONE || !ctr->touched;
+        }
+        if (!untouched)
+            continue;
+        ck_assert_msg(cri_sim_remove_pod(fixture.sim, uid, &error), "%s", error->message);
+        for (guint i = 0; i < fixture.order->len; i++) {
+            Ctr *ctr = fixture.order->pdata[i];
+
+            if (!g_str_equal(ctr->pod_uid, uid) || ctr->state == GONE)
+                continue;
+            if (ctr->state == RUNNING)
+                ctr->want[DIED] = 1;
+            if (ctr->state != CREATED)
+                ctr->want[REMOVED] = 1;
+            ctr->state = GONE;
+            ctr->touched = TRUE;
+        }
+        g_ptr_array_remove_index(fixture.pods, p);
+        fixture.n_pods_removed++;
+        return;
+    }
+}
+
+/* One round of churn: @n_new containers started, @n_exit exited, @n_remove removed, one created
+ * and one created earlier started; @down: plegd is down, so also one that starts and exits
+ * unseen, one running one removed and a new pod. */
 static void
 churn(guint n_new, guint n_exit, guint n_remove, gboolean down)
 {
-    g_autoptr(GPtrArray) exiting = pick(RUNNING, n_exit);
-    g_autoptr(GPtrArray) removing = pick(EXITED, n_remove);
+    g_autoptr(GPtrArray) starting = NULL;
+    g_autoptr(GPtrArray) exiting = NULL;
+    g_autoptr(GPtrArray) removing = NULL;
+
+    /* Pods come and go: 3 to 5 of them. */
+    if (down && fixture.pods->len > 3)
+        remove_pod();
+    starting = pick(CREATED, 1, down);
+    exiting = pick(RUNNING, n_exit, down);
+    removing = pick(EXITED, n_remove, down);
+
+    for (guint i = 0; i < starting->len; i++)
+        start_container(starting->pdata[i]);
+    create_container();
 
     for (guint i = 0; i < exiting->len; i++)
         exit_container(exiting->pdata[i]);
     for (guint i = 0; i < removing->len; i++)
         remove_container(removing->pdata[i]);
     if (down) {
-        g_autoptr(GPtrArray) killed = pick(RUNNING, 1);
+        g_autoptr(GPtrArray) killed = pick(RUNNING, 1, down);
 
         for (guint i = 0; i < killed->len; i++)
             remove_container(killed->pdata[i]);
@@ -801,6 +888,7 @@ run_restarts(int signum)
     churn(3, 3, 3, FALSE);
     settle(TRUE);
     ck_assert_uint_gt(fixture.n_events, 100);
+    ck_assert_uint_ge(fixture.n_pods_removed, 2);
     ck_assert_double_eq(get_metric("plegd_events_last_seq"), (double)fixture.last_seq);
     ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
 }
@@ -859,6 +947,7 @@ START_TEST(test_crash_points)
         }
     }
     ck_assert_uint_ge(n_iterations, 20);
+    ck_assert_uint_ge(fixture.n_pods_removed, 20);
     ck_assert_double_gt(get_metric("plegd_state_compactions_total"), 0);
     ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
 }
