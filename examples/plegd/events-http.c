@@ -782,7 +782,9 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
             g_source_attach(sub->until_timer, events->context);
         }
     }
-    /* Without since: live events only, unless since_time or a bounded read asks for history. */
+    /* Without since: live events only, unless since_time or a bounded read asks for history.
+     * since=0 is the whole history, whose first seq is not 1 (a fresh history starts at the
+     * wall clock in microseconds, a resumed one where its state file starts). */
     if (request.has_since)
         sub->next_seq = request.since == 0 ? plegd_event_ring_get_first_seq(events->ring)
                                            : request.since + 1;

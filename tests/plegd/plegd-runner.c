@@ -308,6 +308,12 @@ subprocess_wait_reaped(GSubprocess *process)
     return g_subprocess_get_identifier(process) == NULL;
 }
 
+gboolean
+plegd_runner_is_running(PlegdRunner *runner)
+{
+    return g_subprocess_get_identifier(runner->process) != NULL;
+}
+
 int
 plegd_runner_wait_exit(PlegdRunner *runner)
 {

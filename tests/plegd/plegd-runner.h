@@ -60,6 +60,8 @@ gboolean plegd_runner_wait_stdout(PlegdRunner *runner, const char *needle);
     }                                                                                              \
     G_STMT_END
 
+/* Whether plegd is still running (GLib has not reaped it); never blocks. */
+gboolean plegd_runner_is_running(PlegdRunner *runner);
 /* Waits for plegd to exit; returns its exit status, or 128 + signal when killed. */
 int plegd_runner_wait_exit(PlegdRunner *runner);
 /* Sends @signum and waits for the exit. */
