@@ -1147,6 +1147,8 @@ START_TEST(test_state_disk_full)
 {
     g_autofree char *filler = NULL;
     g_autofree char *state_line = NULL;
+    g_autofree char *old_instance = NULL;
+    guint64 old_last_seq;
     gint64 end;
 
     ck_assert_msg(private_mounts, "needs root: a mount namespace of the test's own");
@@ -1160,21 +1162,43 @@ START_TEST(test_state_disk_full)
     ck_assert_double_eq(get_metric("plegd_state_durable"), 1);
 
     filler = fill_up(fixture.state_dir);
-    /* Until an append needs a page the tmpfs does not have. */
+    old_instance = g_strdup(fixture.instance);
+    old_last_seq = fixture.last_seq;
+    /* Until an append needs a page the tmpfs does not have: that batch cannot be made durable,
+     * so it starts a new history, and the stream says so as it ends. */
     end = deadline();
-    while (get_metric("plegd_state_durable") != 0) {
+    while (consumer_pump(20 * 1000)) {
         ck_assert_msg(g_get_monotonic_time() < end, "the state stays durable on a full disk");
-        churn(3, 2, 2, FALSE);
-        settle(FALSE);
+        if (all_received())
+            churn(3, 2, 2, FALSE);
     }
-    churn(3, 2, 2, FALSE);
-    settle(FALSE);
+    ck_assert_pstr_eq(fixture.end_reason, "history_changed");
+    ck_assert_double_eq(get_metric("plegd_state_durable"), 0);
     ck_assert_double_eq(get_metric("plegd_state_problems_total{reason=\"write\"}"), 1);
     state_line = get_state_line();
     ck_assert_msg(strstr(state_line, "not durable: ") &&
                       strstr(state_line, "No space left on device"),
                   "%s", state_line);
     wait_ready();
+
+    /* The old cursor is refused, whatever the instance. */
+    {
+        g_autofree char *query = g_strdup_printf("?since=%" G_GUINT64_FORMAT "&instance=%s",
+                                                 old_last_seq, old_instance);
+        g_autoptr(Client) old = client_open(query);
+
+        client_wait_end(old);
+        ck_assert_uint_eq(old->status, 410);
+    }
+    /* The client relists, then follows the new history from its start: the events it did not
+     * get under the old one are there, each once, seqs far above the old ones. */
+    g_clear_pointer(&fixture.instance, g_free);
+    fixture.last_seq = 0;
+    consumer_connect();
+    ck_assert_str_ne(fixture.instance, old_instance);
+    churn(3, 2, 2, FALSE);
+    settle(FALSE);
+    ck_assert_uint_ge(fixture.first_seq, old_last_seq + (G_GUINT64_CONSTANT(1) << 32));
 
     ck_assert_int_eq(g_unlink(filler), 0);
     end = deadline();
