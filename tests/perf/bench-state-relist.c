@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench-state-relist: plegd's CPU per steady relist with the state directory on this machine's
- * disk against without it, side by side in one run (issue 21).
+ * disk against without it, side by side in one run.
  *
  *   bench-state-relist CRI-SIM PLEGD [--pods=1000] [--period-ms=100] [--churn-ms=200]
  *                      [--seconds=10] [--rounds=5] [--state-parent=/var/tmp] [--json=FILE]

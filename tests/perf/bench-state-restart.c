@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench-state-restart: plegd's restart-to-ready at 5,000 pods resuming from its state directory,
- * against a fresh start without one, side by side in one run (issue 21).
+ * against a fresh start without one, side by side in one run.
  *
  *   bench-state-restart CRI-SIM PLEGD [--pods=5000] [--rounds=3] [--state-parent=/var/tmp]
  *                       [--json=FILE]
