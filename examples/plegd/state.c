@@ -589,7 +589,7 @@ load_contents(PlegdState *state, const char *data, gsize len, gsize *ret_complet
             next_seq = seq + 1;
             records_apply(state->records, &v);
             state->file_events++;
-            /* Only the last ring_size lines are kept: skip the copy of the others. */
+            /* The last ring_size lines are kept: tail_push() drops the oldest. */
             bytes = g_bytes_new(line, line_len + 1);
             tail_push(state, seq, bytes, key_of_values(&v));
         }
