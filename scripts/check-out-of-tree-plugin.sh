@@ -81,6 +81,8 @@ for header in pleg-plugin.h pleg-metrics.h pleg-types.h harness/fake-host.h harn
 done
 [ -x "$prefix/bin/plegd" ] || fail "plegd was not installed"
 [ -x "$prefix/bin/cri-sim" ] || fail "cri-sim was not installed"
+[ -x "$prefix/bin/cri-ctl" ] || fail "cri-ctl was not installed"
+"$prefix/bin/cri-ctl" --help >/dev/null || fail "the installed cri-ctl does not run"
 cri_sim_help=$("$prefix/bin/cri-sim" --help) || fail "cri-sim --help failed"
 grep -q '^  exit CID CODE' <<<"$cri_sim_help" || fail "cri-sim --help does not list its commands"
 for lib in libpleg.so.0 libpleg-harness.so.0; do
@@ -93,7 +95,7 @@ harness_exports=$(nm -D --defined-only "$libdir/libpleg-harness.so.0" | awk '$2 
     grep -Ev '^(fake_host_|cri_sim_)' || true)
 [ -z "$harness_exports" ] || fail "libpleg-harness exports more than fake_host_* and cri_sim_*: $harness_exports"
 # A prefix the dynamic linker does not search: the binaries say where libpleg is.
-for binary in "$prefix/bin/plegd" "$libdir/libpleg-harness.so.0"; do
+for binary in "$prefix/bin/plegd" "$prefix/bin/cri-ctl" "$libdir/libpleg-harness.so.0"; do
     readelf -d "$binary" | grep -E '\((RUNPATH|RPATH)\)' | grep -qF "[$libdir]" ||
         fail "$binary has no rpath to $libdir: $(readelf -d "$binary" | grep -E 'RUNPATH|RPATH')"
 done
@@ -106,7 +108,9 @@ grep -q -- "--plugin-dir=$libdir/pleg/plugins " "$unit" ||
 if grep -q '@[a-z_]*@' "$unit"; then
     fail "plegd.service has unsubstituted variables: $(grep -o '@[a-z_]*@' "$unit" | sort -u)"
 fi
-step verify-unit systemd-analyze verify "$unit"
+# The unit's Documentation= names plegd(8): systemd-analyze looks it up with man(1), which must
+# find the page this prefix installed.
+step verify-unit env MANPATH="$prefix/share/man:" systemd-analyze verify "$unit"
 
 # 2. The example plugin, against the installed libpleg only.
 export PKG_CONFIG_PATH=$libdir/pkgconfig
