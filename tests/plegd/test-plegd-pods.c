@@ -7,6 +7,7 @@
  * a pod whose inspection fails is listed with the error.  Every wait polls /pods to a deadline.
  */
 #include <json-glib/json-glib.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include "cri-sim.h"
@@ -259,6 +260,13 @@ assert_time(JsonObject *object, const char *name)
     ck_assert_msg(time != NULL, "%s is not an RFC 3339 time: %s", name, text ? text : "(none)");
 }
 
+/* plegd exits cleanly (under $PLEGD_TEST_WRAPPER: without a leak or a memory error). */
+static void
+stop_plegd(void)
+{
+    ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
+}
+
 /* ---- the tests ---- */
 
 START_TEST(test_pods_states)
@@ -382,6 +390,8 @@ START_TEST(test_pods_states)
     ck_assert_uint_eq(json_array_get_length(json_object_get_array_member(pod, "ips")), 0);
     container = find_container(pod, "pg");
     assert_time(container, "finished_at");
+
+    stop_plegd();
 }
 END_TEST
 
@@ -410,6 +420,8 @@ START_TEST(test_pods_namespace_filter)
     /* Escapes decode as a form's do. */
     escaped =
         wait_pods("?namesp%61ce=b%65ta", "beta/one u-b1 ips= sb=sb-u-b1:ready:0 c=app:running\n");
+
+    stop_plegd();
 }
 END_TEST
 
@@ -457,6 +469,8 @@ START_TEST(test_pods_bad_requests)
     /* 64 are accepted. */
     g_string_truncate(many, strrchr(many->str, '&') - many->str);
     ck_assert_uint_eq(request_pods("GET", many->str, &body, NULL), 200);
+
+    stop_plegd();
 }
 END_TEST
 
@@ -478,6 +492,8 @@ START_TEST(test_pods_head)
     /* A bad query is refused for HEAD as for GET. */
     ck_assert_uint_eq(request_pods("HEAD", "?nmespace=shop", &body, &type), 400);
     ck_assert_msg(!body || body[0] == '\0', "a body for HEAD: %s", body);
+
+    stop_plegd();
 }
 END_TEST
 
@@ -505,6 +521,8 @@ START_TEST(test_pods_removed)
     /* A pod removed leaves the list. */
     ck_assert_msg(cri_sim_remove_pod(fixture.sim, "u-cart", &error), "%s", error->message);
     root = wait_pods("", "shop/web u-web ips= sb=sb-u-web:ready:0 c=app:running\n");
+
+    stop_plegd();
 }
 END_TEST
 
@@ -540,6 +558,8 @@ START_TEST(test_pods_inspection_error)
     cri_sim_set_fail(fixture.sim, "PodSandboxStatus", 0, 0);
     root = wait_pods("", "shop/broken u-broken ips= sb=sb-u-broken:ready:0\n"
                          "shop/web u-web ips= sb=sb-u-web:ready:0 c=app:running\n");
+
+    stop_plegd();
 }
 END_TEST
 
