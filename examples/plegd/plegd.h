@@ -897,10 +897,10 @@ void plegd_http_set_events(PlegdHttp *http, PlegdEvents *events);
  * @namespaces: (nullable) (array zero-terminated=1): only pods in one of these namespaces (a
  *   pod whose namespace is unknown is in none); %NULL: every pod.
  *
- * The body of GET /pods (doc/events.md, "GET /pods"): `{"relisted_at":T,"pods":[...]}`,
+ * The body of GET /pods (doc/pods.md): `{"relisted_at":T,"pods":[...]}`,
  * relisted_at the start of the last global relist whose results are all in the cache (absent
  * before the first), and for each pod with an entry its uid, namespace, name (null when
- * unknown), observed_at (when the entry was last written or confirmed), error (only when its
+ * unknown), observed_at (when its status was read from the runtime), error (only when its
  * last inspection failed: then no IPs, sandboxes or containers), ips, sandboxes (newest first:
  * id, state ready|notready, attempt, created_at) and containers (name, id, state
  * created|running|exited|unknown, attempt, image, image_ref, exit_code when exited, reason,

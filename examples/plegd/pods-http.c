@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GET /pods: what plegd believes, read from the Generic PLEG's pod cache, as one JSON document
- * (the shape is in doc/events.md, "GET /pods").  The cache is read pod by pod, each entry under
+ * (the shape is in doc/pods.md).  The cache is read pod by pod, each entry under
  * the cache's lock, while the dispatcher may be writing it: the answer is a set of entries each
- * consistent in itself, with the time it was last confirmed, not a snapshot of one instant
+ * consistent in itself, with the time it was read from the runtime, not a snapshot of one instant
  * (kubelet's read-only /pods is no more than that either).  Runs in the HTTP server's context.
  */
 #include <json-glib/json-glib.h>
