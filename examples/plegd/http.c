@@ -2,7 +2,7 @@
 /*
  * plegd's HTTP server: routes, requests and the server's life (new, listen, stop, free).
  * Connections are http-connections.c's, health rounds http-health.c's, /events
- * events-http.c's.
+ * events-http.c's, /pods pods-http.c's.
  */
 #include <errno.h>
 #include <libsoup/soup.h>
@@ -153,6 +153,12 @@ plegd_http_parse_query(const char *query, GError **error)
     return g_steal_pointer(&params);
 }
 
+static void
+handle_pods(PlegdHttp *http, SoupServerMessage *msg)
+{
+    plegd_pods_serve(pleg_host_get_pleg(http->host), msg);
+}
+
 typedef void (*RouteFunc)(PlegdHttp *http, SoupServerMessage *msg);
 
 static RouteFunc
@@ -168,6 +174,8 @@ lookup_route(PlegdHttp *http, const char *path)
         return plegd_http_handle_readyz;
     if (http->events && g_str_equal(path, "/events"))
         return handle_events;
+    if (g_str_equal(path, "/pods"))
+        return handle_pods;
     return NULL;
 }
 

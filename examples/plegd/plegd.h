@@ -321,7 +321,7 @@ gboolean plegd_journal_flush(PlegdJournal *journal, gint64 timeout_usec);
 /** Returns: entries waiting to be sent. */
 guint plegd_journal_get_queued(PlegdJournal *journal);
 
-/* http.c: /metrics and /healthz. */
+/* http.c: the HTTP server: /metrics, /livez, /healthz, /readyz, /events and /pods. */
 
 /**
  * plegd_parse_bind_address:
@@ -888,6 +888,45 @@ gboolean plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket
  * Streams leave the %PLEGD_HTTP_MAX_CONNECTIONS pool and its idle timeout once they start.
  */
 void plegd_http_set_events(PlegdHttp *http, PlegdEvents *events);
+
+/* pods-http.c: GET /pods, what plegd believes: the Generic PLEG's pod cache as JSON. */
+
+/**
+ * plegd_pods_to_json:
+ * @cache: (transfer none): the Generic PLEG's pod cache.
+ * @namespaces: (nullable) (array zero-terminated=1): only pods in one of these namespaces (a
+ *   pod whose namespace is unknown is in none); %NULL: every pod.
+ *
+ * The body of GET /pods (doc/pods.md): `{"relisted_at":T,"pods":[...]}`,
+ * relisted_at the start of the last global relist whose results are all in the cache (absent
+ * before the first), and for each pod with an entry its uid, namespace, name (null when
+ * unknown), observed_at (when its status was read from the runtime), error (only when its
+ * last inspection failed: then no IPs, sandboxes or containers), ips, sandboxes (newest first:
+ * id, state ready|notready, attempt, created_at) and containers (name, id, state
+ * created|running|exited|unknown, attempt, image, image_ref, exit_code when exited, reason,
+ * message, created_at, started_at, finished_at; strings the runtime left empty and times it
+ * left 0 are absent).  Pods are sorted by namespace, name and UID, pods without names last.
+ * Times are RFC 3339 in UTC with nanoseconds, as in the event lines; bytes that are not UTF-8
+ * become U+FFFD.
+ *
+ * Returns: (transfer full): the document and a newline.
+ *
+ * Thread safety: any thread; each pod's entry is read under the cache's lock.
+ */
+char *plegd_pods_to_json(PlegPodCache *cache, const char *const *namespaces);
+
+/**
+ * plegd_pods_serve:
+ * @pleg: (transfer none): whose pod cache is shown.
+ * @msg: a GET or HEAD request for /pods; its query may hold namespace=NS, any number of times
+ *   (a pod in any of them is shown).
+ *
+ * Answers 200 with plegd_pods_to_json()'s document (application/json, Cache-Control: no-store;
+ * HEAD: the headers only), or 400 naming the parameter for an unknown one, an empty namespace,
+ * one longer than %PLEGD_EVENTS_FILTER_MAX_VALUE bytes or more than
+ * %PLEGD_EVENTS_FILTER_MAX_VALUES of them, as /events does.
+ */
+void plegd_pods_serve(PlegGeneric *pleg, SoupServerMessage *msg);
 
 /* state.c: the write-ahead log of the published event lines, in --state-dir. */
 

@@ -134,3 +134,20 @@ pleg_pod_cache_get_size(PlegPodCache *cache)
     g_mutex_unlock(&cache->lock);
     return size;
 }
+
+char **
+pleg_pod_cache_list_pod_uids(PlegPodCache *cache)
+{
+    GHashTableIter iter;
+    gpointer uid;
+    g_autoptr(GStrvBuilder) builder = NULL;
+
+    g_return_val_if_fail(cache != NULL, NULL);
+    builder = g_strv_builder_new();
+    g_mutex_lock(&cache->lock);
+    g_hash_table_iter_init(&iter, cache->entries);
+    while (g_hash_table_iter_next(&iter, &uid, NULL))
+        g_strv_builder_add(builder, uid);
+    g_mutex_unlock(&cache->lock);
+    return g_strv_builder_end(builder);
+}

@@ -175,6 +175,40 @@ START_TEST(test_cache_entry_removed)
 }
 END_TEST
 
+/* The UIDs listed are the pods with an entry: a status or an inspection error, and no longer a
+ * pod that went away. */
+START_TEST(test_cache_list_pod_uids)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+    g_auto(GStrv) uids = pleg_pod_cache_list_pod_uids(cache(fx));
+    static const char *const both[] = {"pod1", "pod2", NULL};
+    static const char *const second[] = {"pod2", NULL};
+
+    ck_assert(uids != NULL);
+    ck_assert_uint_eq(g_strv_length(uids), 0);
+    g_clear_pointer(&uids, g_strfreev);
+
+    fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
+    fixture_add_pod(fx, "pod2", "s2", NULL);
+    fake_runtime_fail(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s2", 1);
+    relist(fx);
+    g_ptr_array_unref(drain(fx));
+    ck_assert(cache_status(fx, "pod2") == NULL); /* an error entry */
+    uids = pleg_pod_cache_list_pod_uids(cache(fx));
+    ck_assert_uint_eq(g_strv_length(uids), 2);
+    ck_assert(g_strv_contains((const char *const *)uids, both[0]));
+    ck_assert(g_strv_contains((const char *const *)uids, both[1]));
+    g_clear_pointer(&uids, g_strfreev);
+
+    fake_runtime_remove_container(fx->fake, "c1");
+    fake_runtime_remove_sandbox(fx->fake, "s1");
+    relist(fx);
+    g_ptr_array_unref(drain(fx));
+    uids = pleg_pod_cache_list_pod_uids(cache(fx));
+    ck_assert(g_strv_equal((const char *const *)uids, second));
+}
+END_TEST
+
 /* Reinspection: a pod whose inspection failed is retried on the next relist even without
  * events, and reports PodSync when nothing else changed. */
 START_TEST(test_reinspection_pod_sync)
@@ -366,6 +400,7 @@ cache_suite(void)
     tcase_add_test(tc, test_global_timestamp_is_start);
     tcase_add_test(tc, test_status_error_then_success);
     tcase_add_test(tc, test_cache_entry_removed);
+    tcase_add_test(tc, test_cache_list_pod_uids);
     tcase_add_test(tc, test_ip_preservation);
     suite_add_tcase(suite, tc);
 

@@ -5,6 +5,9 @@
  * fixture, that is in the parent process, so they are torn down even when an assertion fails in the
  * forked test. A runtime that cannot start fails the test: nothing here is skipped.
  *
+ * GET /pods (issue #22) lists the lifecycle test's pod, its container exited with its code, and
+ * drops it once removed.
+ *
  * Test case "restart" (issue #21) has a runtime of its own and starts plegd itself, with
  * --state-dir, three times (after a SIGTERM, then after a SIGKILL), while a consumer follows
  * GET /events and resumes with its last seq; plegd dies with the forked test (PR_SET_PDEATHSIG).
@@ -652,6 +655,129 @@ assert_list_path_said_once(const char *metrics)
             fallback ? "does not serve" : "serves");
 }
 
+/* GET /pods?namespace=pleg-test (issue #22): the pod @uid, or NULL with @ret_absent set. */
+static JsonObject *
+pods_find(const char *uid, gboolean *ret_absent)
+{
+    g_autofree char *body = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+    guint status = 0;
+    JsonArray *pods;
+
+    body = http_get("/pods?namespace=pleg-test", &status);
+    ck_assert_msg(status == 200, "GET /pods answered %u: %s", status, body);
+    ck_assert_msg(json_parser_load_from_data(parser, body, -1, &error), "GET /pods: %s: %s",
+                  error->message, body);
+    pods = json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)), "pods");
+    ck_assert_msg(pods, "GET /pods without \"pods\": %s", body);
+    *ret_absent = TRUE;
+    for (guint i = 0; i < json_array_get_length(pods); i++) {
+        JsonObject *pod = json_array_get_object_element(pods, i);
+
+        /* Only our namespace, whatever else the node runs. */
+        ck_assert_str_eq(json_object_get_string_member_with_default(pod, "namespace", ""),
+                         "pleg-test");
+        if (g_str_equal(json_object_get_string_member_with_default(pod, "uid", ""), uid)) {
+            *ret_absent = FALSE;
+            return json_object_ref(pod);
+        }
+    }
+    return NULL;
+}
+
+static JsonObject *
+pod_container(JsonObject *pod, const char *id)
+{
+    JsonArray *containers = json_object_get_array_member(pod, "containers");
+
+    for (guint i = 0; containers && i < json_array_get_length(containers); i++) {
+        JsonObject *container = json_array_get_object_element(containers, i);
+
+        if (g_str_equal(json_object_get_string_member_with_default(container, "id", ""), id))
+            return container;
+    }
+    return NULL;
+}
+
+/* Polls GET /pods until the pod @uid lists container @container_id exited; returns the pod. */
+static JsonObject *
+wait_pod_with_exited(const char *uid, const char *container_id)
+{
+    gint64 deadline = g_get_monotonic_time() + WAIT_USEC;
+
+    while (g_get_monotonic_time() < deadline) {
+        gboolean absent;
+        g_autoptr(JsonObject) pod = pods_find(uid, &absent);
+        JsonObject *container = pod ? pod_container(pod, container_id) : NULL;
+
+        if (container &&
+            g_str_equal(json_object_get_string_member_with_default(container, "state", ""),
+                        "exited"))
+            return g_steal_pointer(&pod);
+        g_usleep(POLL_USEC);
+    }
+    ck_abort_msg("GET /pods never listed pod %s with container %s exited within %d s", uid,
+                 container_id, (int)(WAIT_USEC / G_USEC_PER_SEC));
+    return NULL;
+}
+
+static void
+wait_pod_gone(const char *uid)
+{
+    gint64 deadline = g_get_monotonic_time() + WAIT_USEC;
+
+    while (g_get_monotonic_time() < deadline) {
+        gboolean absent;
+        g_autoptr(JsonObject) pod = pods_find(uid, &absent);
+
+        if (absent)
+            return;
+        g_usleep(POLL_USEC);
+    }
+    ck_abort_msg("GET /pods still lists pod %s %d s after it was removed", uid,
+                 (int)(WAIT_USEC / G_USEC_PER_SEC));
+}
+
+/* What plegd believes of the pod once its container exited: containerd's names, states, exit. */
+static void
+assert_pods_after_exit(const char *uid, const char *sandbox_id, const char *container_id,
+                       JsonObject *died)
+{
+    g_autoptr(JsonObject) pod = wait_pod_with_exited(uid, container_id);
+    JsonObject *container = pod_container(pod, container_id);
+    JsonArray *sandboxes = json_object_get_array_member(pod, "sandboxes");
+    JsonObject *sandbox;
+    const char *image;
+
+    ck_assert_str_eq(json_object_get_string_member_with_default(pod, "name", ""), "integ");
+    ck_assert_msg(!json_object_has_member(pod, "error"), "an inspection error: %s",
+                  json_object_get_string_member_with_default(pod, "error", ""));
+    ck_assert_msg(json_object_get_array_member(pod, "ips"), "a pod without \"ips\"");
+    ck_assert_msg(sandboxes && json_array_get_length(sandboxes) == 1, "not one sandbox");
+    sandbox = json_array_get_object_element(sandboxes, 0);
+    ck_assert_str_eq(json_object_get_string_member_with_default(sandbox, "id", ""), sandbox_id);
+    ck_assert_str_eq(json_object_get_string_member_with_default(sandbox, "state", ""), "ready");
+    ck_assert_int_eq(json_object_get_int_member_with_default(sandbox, "attempt", -1), 0);
+    iso8601_to_unix_usec(json_object_get_string_member_with_default(sandbox, "created_at", NULL));
+
+    ck_assert_str_eq(json_object_get_string_member_with_default(container, "name", ""), "exit7");
+    ck_assert_int_eq(json_object_get_int_member_with_default(container, "attempt", -1), 0);
+    ck_assert_int_eq(json_object_get_int_member_with_default(container, "exit_code", -1), 7);
+    ck_assert_str_eq(json_object_get_string_member_with_default(container, "reason", ""), "Error");
+    image = json_object_get_string_member_with_default(container, "image", "");
+    ck_assert_msg(g_str_equal(image, TEST_IMAGE) || g_str_has_prefix(image, "sha256:"),
+                  "image \"%s\", expected %s or its id", image, TEST_IMAGE);
+    /* The same exit as the event's, and a start before it. */
+    ck_assert_str_eq(json_object_get_string_member_with_default(container, "finished_at", "-"),
+                     json_object_get_string_member_with_default(died, "finished_at", ""));
+    ck_assert_int_le(iso8601_to_unix_usec(
+                         json_object_get_string_member_with_default(container, "started_at", NULL)),
+                     iso8601_to_unix_usec(json_object_get_string_member_with_default(
+                         container, "finished_at", NULL)));
+    iso8601_to_unix_usec(json_object_get_string_member_with_default(pod, "observed_at", NULL));
+}
+
 START_TEST(test_container_lifecycle)
 {
     g_autofree char *uid = g_strdup_printf("pleg-integ-%08x", g_random_int());
@@ -719,6 +845,7 @@ START_TEST(test_container_lifecycle)
 
     fprintf(stderr, "ContainerDied %" G_GINT64_FORMAT " ms after the container's finished_at\n",
             (died_usec - finished_usec) / 1000);
+    assert_pods_after_exit(uid, sandbox_id, container_id, died);
 
     g_free(cri_ctl("rm", container_id, NULL));
     /* containerd no longer lists the container: its names come from plegd's record */
@@ -729,6 +856,7 @@ START_TEST(test_container_lifecycle)
     g_free(cri_ctl("rmp", sandbox_id, NULL));
     sandbox_removed = wait_event("ContainerRemoved", sandbox_id);
     assert_names(sandbox_removed, uid, TRUE);
+    wait_pod_gone(uid);
 
     ck_assert_msg(relist_count() > 0, "kubelet_pleg_relist_duration_seconds_count missing or 0");
     metrics = http_get("/metrics", &status);

@@ -320,6 +320,23 @@ gint64 pleg_pod_cache_get_global_timestamp(PlegPodCache *cache);
 guint pleg_pod_cache_get_size(PlegPodCache *cache);
 
 /**
+ * pleg_pod_cache_list_pod_uids:
+ * @cache: the cache.
+ *
+ * The pods with an entry (a status or an inspection error), for a host that shows what the
+ * PLEG believes: read each with pleg_pod_cache_get(), which answers %FALSE for a pod removed
+ * meanwhile.
+ *
+ * Returns: (transfer full) (array zero-terminated=1): the pods' UIDs, in no particular order;
+ *   an empty list when the cache is empty.  Free with g_strfreev().
+ *
+ * Thread safety: any thread; the UIDs are copied under the cache's lock.
+ *
+ * Since: 0.4
+ */
+char **pleg_pod_cache_list_pod_uids(PlegPodCache *cache);
+
+/**
  * PlegClockFunc:
  *
  * Returns the current Unix time in nanoseconds.  Tests inject a fake to drive health.
