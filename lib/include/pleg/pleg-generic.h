@@ -332,7 +332,7 @@ guint pleg_pod_cache_get_size(PlegPodCache *cache);
  *
  * Thread safety: any thread; the UIDs are copied under the cache's lock.
  *
- * Since: 0.4
+ * Since: 0.3
  */
 char **pleg_pod_cache_list_pod_uids(PlegPodCache *cache);
 
