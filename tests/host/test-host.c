@@ -396,7 +396,7 @@ START_TEST(test_good_plugin)
 
     assert_host_runs(env);
 
-    /* The plugin's health checker runs after "pleg". */
+    /* The plugin's health checker runs after "pleg-dispatcher". */
     ck_assert(g_file_set_contents(sick, "", 0, NULL));
     ck_assert(!pleg_host_check_health(env->host, &checker, &error));
     ck_assert_str_eq(checker, "good");
