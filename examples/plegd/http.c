@@ -82,7 +82,7 @@ static void
 handle_metrics(PlegdHttp *http, SoupServerMessage *msg)
 {
     /* kubelet_pleg_last_seen_seconds is set by the PLEG's health check, which kubelet runs
-     * every sync loop; plegd runs it only for /healthz and the watchdog's ticks.  Run it for
+     * every sync loop; plegd runs it only for /readyz (the "pleg" readiness check).  Run it for
      * each scrape too, so that the gauge (and an alert on its age) is current without them. */
     pleg_generic_healthy(pleg_host_get_pleg(http->host), NULL);
     plegd_http_respond(msg, SOUP_STATUS_OK, METRICS_CONTENT_TYPE, pleg_metrics_registry_expose(http->metrics));

@@ -278,15 +278,29 @@ dispatcher_thread(gpointer data)
 {
     PlegGeneric *pleg = data;
     gint64 next_global_usec = 0;
+    guint n_globals = 0;
 
     g_mutex_lock(&pleg->queue_lock);
     while (!pleg->shutdown) {
+        if (G_UNLIKELY(pleg->test_stall_after && n_globals >= pleg->test_stall_after)) {
+            g_cond_wait(&pleg->queue_cond, &pleg->queue_lock);
+            continue;
+        }
         if (g_get_monotonic_time() >= next_global_usec) {
             g_autoptr(GError) error = NULL;
             gint64 timestamp_ns;
+            gboolean ok;
 
             g_mutex_unlock(&pleg->queue_lock);
-            if (relist_global(pleg, &timestamp_ns, &error)) {
+            ok = relist_global(pleg, &timestamp_ns, &error);
+            /* Progress, whatever the outcome: liveness asks only that relists keep ending.
+             * Before the notice, so that its callback sees it. */
+            g_mutex_lock(&pleg->state_lock);
+            pleg->attempt_end_ns = now_ns(pleg);
+            pleg->attempt_end_mono_usec = g_get_monotonic_time();
+            g_mutex_unlock(&pleg->state_lock);
+            n_globals++;
+            if (ok) {
                 notify_relist(pleg, NULL, timestamp_ns);
             } else if (g_cancellable_is_cancelled(pleg->cancellable)) {
                 /* pleg_generic_stop() cut it short: no outcome of the runtime to report. */

@@ -214,6 +214,12 @@ struct _PlegGeneric {
     gboolean records_initial;
     gboolean relisted; /* a relist, global or targeted, has published a listing */
     gboolean relist_finished;      /* a global relist has ended, successful or not */
+    /* The dispatcher's progress, for liveness (pleg_generic_get_relist_attempt_age()): it runs
+     * (between pleg_generic_start() and pleg_generic_stop()), and when it last finished a
+     * global relist, whatever the outcome, or started, on both clocks.  Under state_lock. */
+    gboolean dispatching;
+    gint64 attempt_end_ns;
+    gint64 attempt_end_mono_usec;
 
     GMutex queue_lock;
     GCond queue_cond;
@@ -222,6 +228,10 @@ struct _PlegGeneric {
     gboolean shutdown;
     gint64 last_global_start_usec; /* monotonic start of the last successful global relist */
     GThread *thread;
+    /* Test hook (PLEG_TEST_DISPATCHER_STALL_AFTER=N, read by pleg_generic_new()): after its
+     * N-th global relist the dispatcher waits for pleg_generic_stop() and does nothing else, a
+     * dispatcher really stuck for the liveness tests.  0: never. */
+    guint test_stall_after;
     /* While the dispatcher runs a targeted pass, the requests that arrive are taken for the next
      * pass, one entry per pod, instead of waiting in the queue: see pleg-dispatcher.c. */
     gboolean pass_running;

@@ -39,6 +39,11 @@ pleg_generic_start(PlegGeneric *pleg)
     g_mutex_lock(&pleg->queue_lock);
     pleg->shutdown = FALSE;
     g_mutex_unlock(&pleg->queue_lock);
+    g_mutex_lock(&pleg->state_lock);
+    pleg->dispatching = TRUE;
+    pleg->attempt_end_ns = now_ns(pleg);
+    pleg->attempt_end_mono_usec = g_get_monotonic_time();
+    g_mutex_unlock(&pleg->state_lock);
     pleg->thread = g_thread_new("pleg-dispatcher", dispatcher_thread, pleg);
 }
 
@@ -159,6 +164,9 @@ pleg_generic_stop(PlegGeneric *pleg)
         return;
     g_cancellable_cancel(pleg->cancellable);
     g_thread_join(g_steal_pointer(&pleg->thread));
+    g_mutex_lock(&pleg->state_lock);
+    pleg->dispatching = FALSE;
+    g_mutex_unlock(&pleg->state_lock);
 
     /* Later relists driven by hand need a cancellable that is not cancelled. */
     g_mutex_lock(&pleg->relist_lock);
@@ -318,6 +326,8 @@ pleg_generic_new(PlegRuntime *runtime, const PlegGenericConfig *config,
     pleg->next_pass = g_hash_table_new(g_str_hash, g_str_equal);
     g_queue_init(&pleg->next_pass_order);
     pleg->suspensions = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    pleg->test_stall_after =
+        (guint)g_ascii_strtoull(g_getenv("PLEG_TEST_DISPATCHER_STALL_AFTER") ?: "0", NULL, 10);
     return pleg;
 }
 
@@ -415,6 +425,24 @@ pleg_generic_healthy(PlegGeneric *pleg, char **ret_message)
         return FALSE;
     }
     return TRUE;
+}
+
+gint64
+pleg_generic_get_relist_attempt_age(PlegGeneric *pleg)
+{
+    gint64 end_ns, end_mono_usec;
+    gboolean dispatching;
+
+    g_return_val_if_fail(pleg != NULL, -1);
+
+    g_mutex_lock(&pleg->state_lock);
+    dispatching = pleg->dispatching;
+    end_ns = pleg->attempt_end_ns;
+    end_mono_usec = pleg->attempt_end_mono_usec;
+    g_mutex_unlock(&pleg->state_lock);
+    if (!dispatching)
+        return -1;
+    return MAX(elapsed_usec_since(pleg, end_ns, end_mono_usec), 0);
 }
 
 void

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The host's health: its own checkers ("pleg", "first-relist", "runtime") and the public
- * liveness and readiness rounds over its registry (pleg-health.c).
+ * The host's health: its own checkers (liveness "pleg-dispatcher"; readiness "first-relist",
+ * "runtime", "pleg") and the public liveness and readiness rounds over its registry
+ * (pleg-health.c).
  */
 #include <pleg/pleg-host.h>
 
@@ -43,21 +44,58 @@ pleg_host_check_all(PlegHost *self, PlegHealthKind kind)
     return pleg_health_registry_run_all(self->health, kind);
 }
 
-/* The clock of the start-up grace: monotonic, as the PLEG measures its own threshold, so that a
- * step of the wall clock at boot (NTP) neither ends the grace early nor stretches it; a clock
- * a test injected drives both instead. */
+/* The liveness window: how long the dispatcher may go without finishing a global relist
+ * before it counts as stuck.  A runtime that is down refuses at once, and relists keep ending
+ * every period.  A runtime that hangs makes each call wait for its deadline (the request
+ * timeout T), and no longer: a relist's listing stops at its first failed call (ListPodSandbox
+ * or ListContainers), and the status calls of the pods it inspects are in flight together, each
+ * with its own deadline, a pod's sandboxes' and then its containers'; so a relist started
+ * before or during the hang ends within 2T.  Between the ends of two global relists the
+ * dispatcher waits the period, may run one pass of targeted relists that began before the
+ * global one was due, then runs the global one: period + 2 x 2T.  The relist threshold is the
+ * floor, so that liveness is never stricter than kubelet's own PLEG check.  Kubelet's defaults
+ * (1 s, 2 min, 3 min) give 8m1s.  What still exceeds it: more hung status calls at once than
+ * max_status_calls_in_flight (64) lets in flight, the rest waiting for a place, or a runtime
+ * that answers each call just before its deadline; both are as slow as a stuck dispatcher. */
 gint64
-pleg_host_now_ns(PlegHost *self)
+pleg_host_liveness_window(gint64 relist_threshold_usec, gint64 relist_period_usec,
+                          gint64 runtime_request_timeout_usec)
 {
-    return self->clock ? self->clock(self->clock_data) : g_get_monotonic_time() * 1000;
+    gint64 hung_runtime_usec = relist_period_usec + 4 * runtime_request_timeout_usec;
+
+    return MAX(relist_threshold_usec, hung_runtime_usec);
 }
 
-/* Liveness: what restarting this process can fix.  Before the first successful relist the PLEG
- * gets the health threshold from its start, as if it had been seen active then: a runtime slow
- * to answer at start-up, or not there yet, must not stop the systemd watchdog heartbeat
- * (kubelet's slow-start report), and restarting plegd would not bring the runtime up.  After
- * it, kubelet's rule: unhealthy once the last successful relist started longer ago than the
- * threshold. */
+/* Liveness: what restarting this process can fix.  The dispatcher is stuck when it has not
+ * finished a global relist, successful or not, within the liveness window (since its start,
+ * before the first).  Whether the runtime answers is readiness ("runtime", "pleg"): restarting
+ * plegd would not bring a runtime back, and would empty what the consumers resume from. */
+static gboolean
+dispatcher_check(gpointer user_data, GError **error)
+{
+    PlegHost *self = user_data;
+    g_autofree char *age_text = NULL;
+    g_autofree char *window_text = NULL;
+    gint64 age_usec;
+
+    /* Not started yet (or stopped): nothing to be late for. */
+    if (!g_atomic_int_get(&self->pleg_running))
+        return TRUE;
+    age_usec = pleg_generic_get_relist_attempt_age(self->pleg);
+    if (age_usec <= self->liveness_window_usec)
+        return TRUE;
+    age_text = pleg_duration_format(age_usec);
+    window_text = pleg_duration_format(self->liveness_window_usec);
+    g_set_error(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_UNHEALTHY,
+                "pleg dispatcher is stuck: no global relist has finished for %s; the limit is %s",
+                age_text, window_text);
+    return FALSE;
+}
+
+/* Readiness: kubelet's PLEG health, with its message ("pleg was last seen active 11s ago;
+ * threshold is 8s"): the last successful global relist started longer ago than the threshold,
+ * as kubelet reports it in its node's Ready condition.  Until the first success "first-relist"
+ * says so instead. */
 static gboolean
 pleg_health_check(gpointer user_data, GError **error)
 {
@@ -65,12 +103,10 @@ pleg_health_check(gpointer user_data, GError **error)
     g_auto(PlegRelistState) state = {0};
     g_autofree char *message = NULL;
 
-    /* Not started yet (or stopped): nothing to be late for. */
     if (!g_atomic_int_get(&self->pleg_running))
         return TRUE;
     pleg_generic_get_relist_state(self->pleg, &state);
-    if (!state.first_relist_succeeded &&
-        pleg_host_now_ns(self) - self->pleg_started_ns <= self->relist_threshold_usec * 1000)
+    if (!state.first_relist_succeeded)
         return TRUE;
     if (pleg_generic_healthy(self->pleg, &message))
         return TRUE;
@@ -119,10 +155,13 @@ runtime_health_check(gpointer user_data, GError **error)
 void
 pleg_host_add_own_checkers(PlegHost *self)
 {
-    pleg_health_registry_add(self->health, NULL, PLEG_HEALTH_LIVENESS, "pleg", pleg_health_check,
-                             self, NULL);
+    pleg_health_registry_add(self->health, NULL, PLEG_HEALTH_LIVENESS, "pleg-dispatcher",
+                             dispatcher_check, self, NULL);
     pleg_health_registry_add(self->health, NULL, PLEG_HEALTH_READINESS, "first-relist",
                              first_relist_check, self, NULL);
+    /* The runtime's error first: a plain /readyz names the cause, ?verbose kubelet's verdict. */
     pleg_health_registry_add(self->health, NULL, PLEG_HEALTH_READINESS, "runtime",
                              runtime_health_check, self, NULL);
+    pleg_health_registry_add(self->health, NULL, PLEG_HEALTH_READINESS, "pleg", pleg_health_check,
+                             self, NULL);
 }

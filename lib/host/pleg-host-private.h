@@ -67,10 +67,8 @@ struct _PlegHost {
 
     PlegHealthRegistry *health;
     int pleg_running;
-    PlegClockFunc clock;
-    gpointer clock_data;
     gint64 relist_threshold_usec;
-    gint64 pleg_started_ns;
+    gint64 liveness_window_usec; /* pleg_host_liveness_window() */
     PlegMetric *cri_streaming; /* kubelet_cri_streaming_enabled, with CRIListStreaming on */
     char *list_probe_interval_text;
 
@@ -86,9 +84,11 @@ struct _PlegHost {
 #define ENTRY(h) ((PluginEntry *)(h))
 
 /* pleg-host-health.c */
-/* Monotonic ns, or the injected clock's (PlegGenericConfig.clock). */
-G_GNUC_INTERNAL gint64 pleg_host_now_ns(PlegHost *self);
-/* Adds "pleg" (liveness), "first-relist" and "runtime" (readiness). */
+/* How long the dispatcher may go without finishing a global relist before liveness fails. */
+G_GNUC_INTERNAL gint64 pleg_host_liveness_window(gint64 relist_threshold_usec,
+                                                 gint64 relist_period_usec,
+                                                 gint64 runtime_request_timeout_usec);
+/* Adds "pleg-dispatcher" (liveness), "first-relist", "runtime" and "pleg" (readiness). */
 G_GNUC_INTERNAL void pleg_host_add_own_checkers(PlegHost *self);
 
 /* pleg-host-services.c: the plugin's services, for its thread's context. */

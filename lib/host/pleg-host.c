@@ -58,7 +58,6 @@ pleg_host_start(PlegHost *self, GError **error)
         return FALSE;
     }
 
-    self->pleg_started_ns = pleg_host_now_ns(self);
     pleg_generic_start(self->pleg);
     g_atomic_int_set(&self->pleg_running, TRUE);
 
@@ -203,11 +202,15 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
         self->runtime = pleg_cri_client_as_runtime(self->client);
     }
 
-    self->clock = config->generic.clock;
-    self->clock_data = config->generic.clock_data;
     self->relist_threshold_usec = config->generic.relist_threshold_usec > 0
                                       ? config->generic.relist_threshold_usec
                                       : PLEG_DEFAULT_RELIST_THRESHOLD_USEC;
+    self->liveness_window_usec = pleg_host_liveness_window(
+        self->relist_threshold_usec,
+        config->generic.relist_period_usec > 0 ? config->generic.relist_period_usec
+                                               : PLEG_DEFAULT_RELIST_PERIOD_USEC,
+        config->runtime_request_timeout_usec > 0 ? config->runtime_request_timeout_usec
+                                                 : PLEG_CRI_DEFAULT_TIMEOUT_USEC);
     self->metrics = pleg_metrics_registry_new();
     if (self->client) {
         cri_client_set_metrics(self->client, self->metrics);

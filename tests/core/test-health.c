@@ -140,6 +140,66 @@ START_TEST(test_health_last_seen_gauge)
 }
 END_TEST
 
+/* --- the dispatcher's progress, for liveness ---------------------------------------------- */
+
+/* Less than a minute since the dispatcher last finished a global relist (data: the PLEG). */
+static gboolean
+attempt_ended_within_a_minute(gpointer data)
+{
+    gint64 age = pleg_generic_get_relist_attempt_age(data);
+
+    return age >= 0 && age < 60 * G_USEC_PER_SEC;
+}
+
+/* How long ago the dispatcher last finished a global relist, whatever its outcome: from its
+ * start until the first ends, not moved by relists by hand, -1 while it does not run.  A runtime
+ * that is down or hangs (calls failing at their deadline) keeps it low while kubelet's health
+ * fails; only a relist that does not end (a call without a deadline) lets it grow. */
+START_TEST(test_relist_attempt_age)
+{
+    PlegGenericConfig config;
+    g_autoptr(Fixture) fx = NULL;
+    g_autofree char *message = NULL;
+
+    pleg_generic_config_init(&config);
+    config.relist_period_usec = 10 * 1000;
+    fx = fixture_new_full(&config, 0, TRUE);
+    fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
+
+    ck_assert_int_eq(pleg_generic_get_relist_attempt_age(fx->pleg), -1);
+    relist(fx);
+    ck_assert_int_eq(pleg_generic_get_relist_attempt_age(fx->pleg), -1);
+
+    /* The first global relist stuck in the runtime: the age counts from the start. */
+    fake_runtime_block(fx->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL);
+    pleg_generic_start(fx->pleg);
+    ck_assert(fake_runtime_wait_blocked(fx->fake, WAIT_USEC));
+    ck_assert_int_eq(pleg_generic_get_relist_attempt_age(fx->pleg), 0);
+    fake_clock_advance(&fx->clock, 5 * 60 * G_USEC_PER_SEC);
+    ck_assert_int_eq(pleg_generic_get_relist_attempt_age(fx->pleg), 5 * 60 * G_USEC_PER_SEC);
+
+    /* The runtime refuses every listing: the relists end, failed, and the age falls back,
+     * while kubelet's check counts from the last success. */
+    fake_runtime_fail(fx->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, -1);
+    fake_runtime_unblock(fx->fake);
+    ck_assert(wait_until(attempt_ended_within_a_minute, fx->pleg, WAIT_USEC));
+    ck_assert(!pleg_generic_healthy(fx->pleg, &message));
+    ck_assert_str_eq(message, "pleg was last seen active 5m0s ago; threshold is 3m0s");
+    fake_clock_advance(&fx->clock, 10 * 60 * G_USEC_PER_SEC);
+    ck_assert(wait_until(attempt_ended_within_a_minute, fx->pleg, WAIT_USEC));
+
+    /* A runtime that hangs: each listing fails at its deadline, and the relists still end. */
+    fake_runtime_clear_faults(fx->fake);
+    fake_runtime_hang(fx->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, 20 * 1000, -1);
+    fake_clock_advance(&fx->clock, 10 * 60 * G_USEC_PER_SEC);
+    ck_assert(wait_until(attempt_ended_within_a_minute, fx->pleg, WAIT_USEC));
+    ck_assert(!pleg_generic_healthy(fx->pleg, NULL));
+
+    pleg_generic_stop(fx->pleg);
+    ck_assert_int_eq(pleg_generic_get_relist_attempt_age(fx->pleg), -1);
+}
+END_TEST
+
 /* --- relist state ------------------------------------------------------------------------ */
 
 static gpointer
@@ -257,6 +317,7 @@ health_suite(void)
     tcase_add_test(tc, test_health_inspection_error);
     tcase_add_test(tc, test_health_custom_threshold);
     tcase_add_test(tc, test_health_last_seen_gauge);
+    tcase_add_test(tc, test_relist_attempt_age);
     tcase_add_test(tc, test_relist_state_first_relist);
     tcase_add_test(tc, test_relist_state_failure_then_success);
     tcase_add_test(tc, test_relist_state_first_relist_fails);

@@ -396,7 +396,7 @@ START_TEST(test_good_plugin)
 
     assert_host_runs(env);
 
-    /* The plugin's health checker runs after "pleg". */
+    /* The plugin's health checker runs after "pleg-dispatcher". */
     ck_assert(g_file_set_contents(sick, "", 0, NULL));
     ck_assert(!pleg_host_check_health(env->host, &checker, &error));
     ck_assert_str_eq(checker, "good");
@@ -1193,11 +1193,18 @@ START_TEST(test_embedding)
 }
 END_TEST
 
+static gboolean
+failed_relists_reached(Env *env, gpointer data)
+{
+    return env->failed_relists >= GPOINTER_TO_UINT(data);
+}
+
 START_TEST(test_health_pleg_first)
 {
     g_autoptr(Env) env = env_new();
     g_autoptr(GError) error = NULL;
     g_autofree char *checker = NULL;
+    guint failed, relists;
     FakeClock clock = {G_GINT64_CONSTANT(1700000000) * 1000000000};
     PlegHostConfig config;
     gint64 deadline;
@@ -1224,8 +1231,8 @@ START_TEST(test_health_pleg_first)
     }
     ck_assert_uint_ge(env->failed_relists, 1);
 
-    /* The first relist finished and failed: not ready at once, and still alive (a runtime not
-     * up yet must not stop the watchdog heartbeat) until the threshold. */
+    /* The first relist finished and failed: not ready at once, and alive (a runtime not up yet
+     * must not stop the watchdog heartbeat: the dispatcher's relists keep ending). */
     ck_assert(!pleg_host_check_readiness(env->host, &checker, &error));
     ck_assert_str_eq(checker, "first-relist");
     ck_assert_str_eq(error->message, "pleg has yet to be successful");
@@ -1237,9 +1244,9 @@ START_TEST(test_health_pleg_first)
         g_autoptr(GPtrArray) results = pleg_host_check_all(env->host, PLEG_HEALTH_READINESS);
         const PlegHealthResult *result;
 
-        ck_assert_uint_eq(results->len, 3);
+        ck_assert_uint_eq(results->len, 4);
         result = g_ptr_array_index(results, 0);
-        ck_assert_str_eq(result->name, "pleg");
+        ck_assert_str_eq(result->name, "pleg-dispatcher");
         ck_assert_ptr_null(result->error);
         result = g_ptr_array_index(results, 1);
         ck_assert_str_eq(result->name, "first-relist");
@@ -1251,25 +1258,51 @@ START_TEST(test_health_pleg_first)
         ck_assert_msg(g_str_has_prefix(result->error->message,
                                        "container runtime is not reachable: "),
                       "%s", result->error->message);
+        /* kubelet's PLEG check leaves "pleg has yet to be successful" to first-relist. */
+        result = g_ptr_array_index(results, 3);
+        ck_assert_str_eq(result->name, "pleg");
+        ck_assert_ptr_null(result->error);
     }
 
-    /* Once a relist succeeds, the Generic PLEG's own check decides. */
+    /* Once a relist succeeds, every check passes. */
     fake_runtime_clear_faults(env->fake);
     ck_assert(env_wait(env, relists_reached, GUINT_TO_POINTER(1)));
     ck_assert(pleg_host_check_health(env->host, NULL, NULL));
+    ck_assert(pleg_host_check_readiness(env->host, NULL, NULL));
+
+    /* The runtime then goes away for longer than the threshold: kubelet's PLEG check fails
+     * readiness with kubelet's message, after the runtime's own error; liveness holds, for the
+     * dispatcher's relists keep ending (the watchdog heartbeat goes on). */
+    failed = env->failed_relists;
+    fake_runtime_fail(env->fake, FAKE_OP_LIST_POD_SANDBOXES, NULL, -1);
+    ck_assert(env_wait(env, failed_relists_reached, GUINT_TO_POINTER(failed + 1)));
     fake_clock_advance(&clock, PLEG_DEFAULT_RELIST_THRESHOLD_USEC + G_USEC_PER_SEC);
-    ck_assert(!pleg_host_check_health(env->host, &checker, &error));
-    ck_assert_str_eq(checker, "pleg");
-    ck_assert(g_str_has_prefix(error->message, "pleg was last seen active "));
-    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_UNHEALTHY));
+    ck_assert(env_wait(env, failed_relists_reached, GUINT_TO_POINTER(failed + 2)));
+    ck_assert_msg(pleg_host_check_health(env->host, &checker, &error), "%s: %s",
+                  checker ? checker : "", error ? error->message : "");
+    ck_assert(!pleg_host_check_readiness(env->host, &checker, &error));
+    ck_assert_str_eq(checker, "runtime");
+    g_clear_error(&error);
+    g_clear_pointer(&checker, g_free);
+    {
+        g_autoptr(GPtrArray) results = pleg_host_check_all(env->host, PLEG_HEALTH_READINESS);
+        const PlegHealthResult *result = g_ptr_array_index(results, 3);
+
+        ck_assert_str_eq(result->name, "pleg");
+        ck_assert_ptr_nonnull(result->error);
+        ck_assert_str_eq(result->error->message,
+                         "pleg was last seen active 3m1s ago; threshold is 3m0s");
+        ck_assert(g_error_matches(result->error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_UNHEALTHY));
+    }
+
+    /* The runtime is back: ready again. */
+    relists = env->relists;
+    fake_runtime_clear_faults(env->fake);
+    ck_assert(env_wait(env, relists_reached, GUINT_TO_POINTER(relists + 1)));
+    ck_assert_msg(pleg_host_check_readiness(env->host, &checker, &error), "%s: %s",
+                  checker ? checker : "", error ? error->message : "");
 }
 END_TEST
-
-static gboolean
-failed_relists_reached(Env *env, gpointer data)
-{
-    return env->failed_relists >= GPOINTER_TO_UINT(data);
-}
 
 /* The wall clock as the process sees it, stepped by wall_step_usec: this executable exports
  * both (meson export_dynamic), so GLib's g_get_real_time() reads them as it would read a clock
@@ -1306,10 +1339,10 @@ gettimeofday(struct timeval *restrict tv, void *restrict tz)
     return 0;
 }
 
-/* Issue 24.6: the start-up grace of the "pleg" liveness check is measured on the monotonic
- * clock, as the PLEG's own threshold is: the wall clock stepped an hour ahead (NTP at boot)
- * while the runtime is not up yet leaves plegd alive, where it used to fail /livez and stop the
- * watchdog heartbeat at once. */
+/* Issue 24.6: liveness ("pleg-dispatcher") is measured on the monotonic clock, as the PLEG's
+ * own threshold is: the wall clock stepped an hour ahead (NTP at boot) while the runtime is not
+ * up yet leaves plegd alive, where it used to fail /livez and stop the watchdog heartbeat at
+ * once. */
 START_TEST(test_health_grace_survives_wall_clock_step)
 {
     g_autoptr(Env) env = env_new();
@@ -1376,8 +1409,11 @@ START_TEST(test_health_runtime_reachability)
 }
 END_TEST
 
-/* A first relist still stuck in a slow runtime is "starting": healthy up to the threshold, so
- * that the watchdog heartbeat goes on during a slow start; the plugins' checkers still run. */
+/* A first relist stuck in the runtime: alive up to the liveness window from the start, so
+ * that the watchdog heartbeat goes on during a slow start, then "pleg-dispatcher" fails: the
+ * fake runtime's call honours no deadline, so the dispatcher is really stuck.  The window is
+ * the period plus four request timeouts (10 ms + 4 x 1 min) here, more than the threshold
+ * (3 min).  The plugins' checkers still run. */
 START_TEST(test_health_slow_start)
 {
     g_autoptr(Env) env = env_new();
@@ -1396,6 +1432,7 @@ START_TEST(test_health_slow_start)
     config.generic.relist_period_usec = FAST_PERIOD_USEC;
     config.generic.clock = fake_clock_now;
     config.generic.clock_data = &clock;
+    config.runtime_request_timeout_usec = 60 * G_USEC_PER_SEC;
     env->host = pleg_host_new(&config, env->gates, env->context, &error);
     ck_assert_ptr_nonnull(env->host);
     ck_assert(pleg_host_start(env->host, &error));
@@ -1409,12 +1446,14 @@ START_TEST(test_health_slow_start)
     g_clear_pointer(&checker, g_free);
     g_unlink(sick);
 
-    fake_clock_advance(&clock, PLEG_DEFAULT_RELIST_THRESHOLD_USEC);
+    fake_clock_advance(&clock, FAST_PERIOD_USEC + 4 * 60 * G_USEC_PER_SEC);
     ck_assert(pleg_host_check_health(env->host, NULL, NULL));
-    fake_clock_advance(&clock, 1);
+    fake_clock_advance(&clock, 1000);
     ck_assert(!pleg_host_check_health(env->host, &checker, &error));
-    ck_assert_str_eq(checker, "pleg");
-    ck_assert_str_eq(error->message, "pleg has yet to be successful");
+    ck_assert_str_eq(checker, "pleg-dispatcher");
+    ck_assert_str_eq(error->message, "pleg dispatcher is stuck: no global relist has finished "
+                                     "for 4m0.011s; the limit is 4m0.01s");
+    ck_assert(g_error_matches(error, PLEG_HOST_ERROR, PLEG_HOST_ERROR_UNHEALTHY));
 
     fake_runtime_unblock(env->fake);
 }

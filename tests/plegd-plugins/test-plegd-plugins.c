@@ -186,23 +186,69 @@ wait_answer(const char *base, const char *path, guint status, Heartbeats *h)
     }
 }
 
+/* plegd under the watchdog with a relist threshold of 3 s, and a liveness window of
+ * max(3 s, period 200 ms + 4 x request timeout 1 s) = 4.2 s.  @extra_env: one more variable,
+ * or NULL. */
 static PlegdRunner *
-spawn_watched(Env *env, const char *notify_path)
+spawn_watched(Env *env, const char *notify_path, const char *extra_env)
 {
     g_autofree char *notify_env = g_strdup_printf("NOTIFY_SOCKET=%s", notify_path);
-    const char *const env_vars[] = {notify_env, "WATCHDOG_USEC=2000000", NULL};
+    const char *const env_vars[] = {notify_env, "WATCHDOG_USEC=2000000", extra_env, NULL};
     g_autofree char *plugin_dir =
         g_strdup_printf("--plugin-dir=%s", g_getenv("PLEG_WATCHDOG_PLUGIN_DIR"));
 
     return plegd_runner_spawn(env_vars, env->endpoint_arg, "--relist-period=200ms",
-                              "--runtime-request-timeout=2s",
+                              "--relist-threshold=3s", "--runtime-request-timeout=1s",
                               "--metrics-bind-address=127.0.0.1:0", plugin_dir,
                               "--require-plugins=watchdog");
 }
 
+/* GETs @path until its body holds @text; returns the body. */
+static char *
+wait_body_with(const char *base, const char *path, const char *text, Heartbeats *h)
+{
+    g_autofree char *url = g_strconcat(base, path, NULL);
+    gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+
+    for (;;) {
+        char *body = NULL;
+
+        http_request("GET", url, &body, NULL);
+        if ((body && strstr(body, text)) || g_get_monotonic_time() > deadline)
+            return body;
+        g_free(body);
+        heartbeats_follow(h, g_get_monotonic_time() + 100 * 1000);
+    }
+}
+
+/* While the runtime cannot be listed for longer than the relist threshold: /readyz is 503 and
+ * names the runtime's error (a plain /readyz) and kubelet's PLEG verdict (?verbose), /livez is
+ * 200, since restarting plegd cannot fix the runtime.  Returns with the threshold passed. */
+static void
+assert_unready_but_alive(const char *base, Heartbeats *h)
+{
+    g_autofree char *url = g_strconcat(base, "/livez?verbose", NULL);
+    g_autofree char *body = NULL;
+
+    body = wait_answer(base, "/readyz", 503, h);
+    ck_assert_msg(g_str_has_prefix(body, "runtime failed: container runtime is not reachable: "),
+                  "%s", body);
+    g_clear_pointer(&body, g_free);
+    body = wait_body_with(base, "/readyz?verbose", "[-]pleg failed: ", h);
+    ck_assert_msg(strstr(body, "\n[-]runtime failed: container runtime is not reachable: "),
+                  "%s", body);
+    ck_assert_msg(strstr(body, "\n[-]pleg failed: pleg was last seen active "), "%s", body);
+    ck_assert_msg(strstr(body, "; threshold is 3s\n"), "%s", body);
+    ck_assert_msg(g_str_has_prefix(body, "[+]pleg-dispatcher ok\n"), "%s", body);
+    g_clear_pointer(&body, g_free);
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
+    ck_assert_str_eq(body, "[+]pleg-dispatcher ok\nlivez check passed\n");
+}
+
 /* The runtime goes away for 15 s after a healthy start (a containerd restart, with gRPC's
- * reconnect backoff on top): the heartbeat goes on at its interval, since restarting plegd
- * cannot fix the runtime, while /readyz is 503 naming the runtime's error and /livez stays 200. */
+ * reconnect backoff on top), five times the relist threshold: the heartbeat goes on at its
+ * interval, since restarting plegd cannot fix the runtime, while /readyz is 503 naming the
+ * runtime's error and kubelet's PLEG message, and /livez stays 200 all along. */
 START_TEST(test_watchdog_through_runtime_outage)
 {
     g_autoptr(Env) env = env_new();
@@ -210,8 +256,9 @@ START_TEST(test_watchdog_through_runtime_outage)
     g_autoptr(GSocket) notify = bind_notify_socket(notify_path);
     g_autoptr(GString) received = g_string_new(NULL);
     Heartbeats h = {notify, received, 0, 0};
-    g_autoptr(PlegdRunner) plegd = spawn_watched(env, notify_path);
+    g_autoptr(PlegdRunner) plegd = spawn_watched(env, notify_path, NULL);
     g_autofree char *base = plegd_runner_wait_metrics_url(plegd);
+    g_autofree char *livez = g_strconcat(base, "/livez", NULL);
     g_autofree char *body = NULL;
     g_autoptr(GError) error = NULL;
     gint64 outage_end;
@@ -225,14 +272,11 @@ START_TEST(test_watchdog_through_runtime_outage)
     ck_assert(cri_sim_go_away(env->sim, -1, FALSE, &error));
     outage_end = g_get_monotonic_time() + 15 * G_USEC_PER_SEC;
     h.max_gap = 0;
-    body = wait_answer(base, "/readyz", 503, &h);
-    ck_assert_msg(g_str_has_prefix(body, "runtime failed: container runtime is not reachable: "),
-                  "%s", body);
-    g_clear_pointer(&body, g_free);
-    body = wait_answer(base, "/livez", 200, &h);
+    assert_unready_but_alive(base, &h);
+    heartbeats_follow(&h, outage_end);
+    ck_assert_uint_eq(http_request("GET", livez, &body, NULL), 200);
     ck_assert_str_eq(body, "ok");
     g_clear_pointer(&body, g_free);
-    heartbeats_follow(&h, outage_end);
     ck_assert_msg(h.max_gap <= MAX_HEARTBEAT_GAP_USEC,
                   "a heartbeat gap of %" G_GINT64_FORMAT " ms during the outage", h.max_gap / 1000);
     ck_assert_msg(h.max_gap > 0, "no heartbeat during the outage:\n%s", received->str);
@@ -260,7 +304,7 @@ START_TEST(test_watchdog_runtime_absent_at_start)
     gint64 absent_end;
 
     ck_assert(cri_sim_go_away(env->sim, -1, FALSE, &error));
-    plegd = spawn_watched(env, notify_path);
+    plegd = spawn_watched(env, notify_path, NULL);
     base = plegd_runner_wait_metrics_url(plegd);
     absent_end = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
     body = wait_answer(base, "/readyz", 503, &h);
@@ -281,6 +325,86 @@ START_TEST(test_watchdog_runtime_absent_at_start)
     ck_assert_str_eq(body, "ok");
     heartbeats_follow(&h, g_get_monotonic_time() + G_USEC_PER_SEC);
     ck_assert_msg(strstr(received->str, "READY=1"), "received:\n%s", received->str);
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
+/* The runtime hangs for 12 s, four times the threshold: it takes every call and never answers
+ * (cri-sim's delay "*" -1).  Each call fails at its deadline (1 s), so relists keep ending
+ * within the liveness window: the heartbeat goes on, /livez stays 200, /readyz is 503. */
+START_TEST(test_watchdog_through_hung_runtime)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *notify_path = g_build_filename(env->dir, "notify.sock", NULL);
+    g_autoptr(GSocket) notify = bind_notify_socket(notify_path);
+    g_autoptr(GString) received = g_string_new(NULL);
+    Heartbeats h = {notify, received, 0, 0};
+    g_autoptr(PlegdRunner) plegd = spawn_watched(env, notify_path, NULL);
+    g_autofree char *base = plegd_runner_wait_metrics_url(plegd);
+    g_autofree char *livez = g_strconcat(base, "/livez", NULL);
+    g_autofree char *body = NULL;
+    gint64 hang_end;
+
+    body = wait_answer(base, "/readyz", 200, &h);
+    ck_assert_str_eq(body, "ok");
+    g_clear_pointer(&body, g_free);
+
+    cri_sim_set_delay(env->sim, "*", -1);
+    hang_end = g_get_monotonic_time() + 12 * G_USEC_PER_SEC;
+    h.max_gap = 0;
+    assert_unready_but_alive(base, &h);
+    heartbeats_follow(&h, hang_end);
+    ck_assert_uint_eq(http_request("GET", livez, &body, NULL), 200);
+    ck_assert_str_eq(body, "ok");
+    g_clear_pointer(&body, g_free);
+    ck_assert_msg(h.max_gap <= MAX_HEARTBEAT_GAP_USEC,
+                  "a heartbeat gap of %" G_GINT64_FORMAT " ms while the runtime hung",
+                  h.max_gap / 1000);
+    ck_assert_msg(h.max_gap > 0, "no heartbeat while the runtime hung:\n%s", received->str);
+
+    cri_sim_set_delay(env->sim, "*", 0);
+    body = wait_answer(base, "/readyz", 200, &h);
+    ck_assert_str_eq(body, "ok");
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
+/* A dispatcher really stuck (the test hook PLEG_TEST_DISPATCHER_STALL_AFTER: after its fifth
+ * global relist it does nothing until stopped) while the runtime is fine: once no relist has
+ * ended for the liveness window (4.2 s), /livez is 500 naming the dispatcher, and the heartbeat
+ * stops, so that systemd restarts plegd. */
+START_TEST(test_stuck_dispatcher_fails_livez)
+{
+    g_autoptr(Env) env = env_new();
+    g_autofree char *notify_path = g_build_filename(env->dir, "notify.sock", NULL);
+    g_autoptr(GSocket) notify = bind_notify_socket(notify_path);
+    g_autoptr(GString) received = g_string_new(NULL);
+    Heartbeats h = {notify, received, 0, 0};
+    g_autoptr(PlegdRunner) plegd =
+        spawn_watched(env, notify_path, "PLEG_TEST_DISPATCHER_STALL_AFTER=5");
+    g_autofree char *base = plegd_runner_wait_metrics_url(plegd);
+    g_autofree char *body = NULL;
+    guint before;
+
+    body = wait_answer(base, "/readyz", 200, &h);
+    ck_assert_str_eq(body, "ok");
+    g_clear_pointer(&body, g_free);
+    heartbeats_follow(&h, g_get_monotonic_time() + 1500 * 1000);
+    ck_assert_msg(count_lines(received->str, "WATCHDOG=1") >= 1, "no heartbeat before the stall");
+
+    body = wait_answer(base, "/livez", 500, &h);
+    ck_assert_msg(g_str_has_prefix(body, "pleg-dispatcher failed: pleg dispatcher is stuck: no "
+                                         "global relist has finished for "),
+                  "%s", body);
+    ck_assert_msg(g_str_has_suffix(body, "; the limit is 4.2s"), "%s", body);
+    g_clear_pointer(&body, g_free);
+
+    /* Let a round under way end, then two intervals without a heartbeat: systemd's kill. */
+    heartbeats_follow(&h, g_get_monotonic_time() + 1100 * 1000);
+    before = count_lines(received->str, "WATCHDOG=1");
+    heartbeats_follow(&h, g_get_monotonic_time() + 2 * G_USEC_PER_SEC);
+    ck_assert_msg(count_lines(received->str, "WATCHDOG=1") == before,
+                  "a heartbeat while the dispatcher was stuck:\n%s", received->str);
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
 }
 END_TEST
@@ -643,6 +767,8 @@ main(void)
     tcase_add_test(tc, test_watchdog_stall_record_before_kill);
     tcase_add_test(tc, test_watchdog_through_runtime_outage);
     tcase_add_test(tc, test_watchdog_runtime_absent_at_start);
+    tcase_add_test(tc, test_watchdog_through_hung_runtime);
+    tcase_add_test(tc, test_stuck_dispatcher_fails_livez);
     tcase_add_test(tc, test_hung_checker_blocks_no_endpoint);
     tcase_add_test(tc, test_hung_checker_waiters_bounded);
     tcase_add_test(tc, test_sigterm_with_hung_checker);

@@ -600,7 +600,7 @@ START_TEST(test_http10_without_host)
 
         ck_assert_msg(g_str_has_prefix(answer, requests[i][1]), "%s:\n%s", requests[i][0], answer);
         if (i < 2)
-            ck_assert_msg(strstr(answer, "\n[+]pleg ok\n"), "not verbose:\n%s", answer);
+            ck_assert_msg(strstr(answer, "\n[+]pleg-dispatcher ok\n"), "not verbose:\n%s", answer);
         if (i == 2)
             ck_assert_msg(strstr(answer, "invalid since \"yesterday\""), "%s", answer);
     }

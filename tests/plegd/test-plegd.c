@@ -115,13 +115,13 @@ START_TEST(test_unreachable_runtime)
     } exclusions[] = {
         {"exclude=first-relist&exclude=runtime", 200, "ok"},
         {"verbose&exclude=first%2Drelist&exclude=runtime&exclude=etcd&exclude=runtime", 200,
-         "[+]pleg ok\n[+]first-relist excluded: ok\n[+]runtime excluded: ok\n"
-         "warn: some health checks cannot be excluded: no matches for \"etcd\"\n"
+         "[+]pleg-dispatcher ok\n[+]first-relist excluded: ok\n[+]runtime excluded: ok\n"
+         "[+]pleg ok\nwarn: some health checks cannot be excluded: no matches for \"etcd\"\n"
          "readyz check passed\n"},
         {"exclude=first-relist", 503, "runtime failed: container runtime is not reachable: "},
         {"exclude=runtime&verbose", 503,
-         "[+]pleg ok\n[-]first-relist failed: pleg has yet to be successful\n"
-         "[+]runtime excluded: ok\nreadyz check failed\n"},
+         "[+]pleg-dispatcher ok\n[-]first-relist failed: pleg has yet to be successful\n"
+         "[+]runtime excluded: ok\n[+]pleg ok\nreadyz check failed\n"},
         {"exclude=%00", 400,
          "malformed query parameter \"exclude=%00\" (a bad %-escape, or %00)\n"},
     };
@@ -164,11 +164,12 @@ START_TEST(test_unreachable_runtime)
     url = g_strconcat(base, "/readyz?verbose", NULL);
     ck_assert_uint_eq(http_request("GET", url, &body, &content_type), 503);
     /* ... and names the runtime's error, which is why. */
-    ck_assert_msg(g_str_has_prefix(body, "[+]pleg ok\n[-]first-relist failed: pleg has yet to be "
-                                         "successful\n[-]runtime failed: container runtime is not "
-                                         "reachable: "),
+    ck_assert_msg(g_str_has_prefix(body, "[+]pleg-dispatcher ok\n[-]first-relist failed: pleg has "
+                                         "yet to be successful\n[-]runtime failed: container "
+                                         "runtime is not reachable: "),
                   "%s", body);
-    ck_assert_msg(strstr(body, endpoint) && g_str_has_suffix(body, "\nreadyz check failed\n"),
+    ck_assert_msg(strstr(body, endpoint) &&
+                      g_str_has_suffix(body, "\n[+]pleg ok\nreadyz check failed\n"),
                   "%s", body);
     g_clear_pointer(&body, g_free);
     g_clear_pointer(&content_type, g_free);
@@ -195,7 +196,7 @@ START_TEST(test_unreachable_runtime)
     }
     url = g_strconcat(base, "/livez?verbose", NULL);
     ck_assert_uint_eq(http_request("GET", url, &body, &content_type), 200);
-    ck_assert_str_eq(body, "[+]pleg ok\nlivez check passed\n");
+    ck_assert_str_eq(body, "[+]pleg-dispatcher ok\nlivez check passed\n");
     g_clear_pointer(&body, g_free);
     g_clear_pointer(&content_type, g_free);
     g_clear_pointer(&url, g_free);

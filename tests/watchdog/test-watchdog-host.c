@@ -175,6 +175,85 @@ START_TEST(test_slow_start_keeps_heartbeat)
 }
 END_TEST
 
+/* A dispatcher really stuck (a runtime call without a deadline, which no CRI call is): once no
+ * global relist has ended within the liveness window, max(threshold 1 s, period 100 ms + 4 x
+ * request timeout 200 ms) = 1 s, liveness fails and the heartbeat stops, so that systemd
+ * restarts plegd; when the dispatcher moves again, the heartbeat comes back. */
+START_TEST(test_stuck_dispatcher_stops_heartbeat)
+{
+    g_autoptr(FakeRuntime) fake = fake_runtime_new();
+    g_autoptr(PlegRuntime) runtime = fake_runtime_as_runtime(fake);
+    g_autoptr(PlegFeatureGates) gates = pleg_feature_gates_new();
+    g_autoptr(PlegHost) host = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *checker = NULL;
+    PlegHostConfig config;
+    Listener listener;
+    gint64 start_usec, stuck_usec, deadline;
+    guint before;
+
+    listener_init(&listener);
+    g_setenv("NOTIFY_SOCKET", listener.path, TRUE);
+    g_setenv("WATCHDOG_USEC", "2000000", TRUE);
+    g_unsetenv("WATCHDOG_PID");
+    ck_assert_msg(pleg_feature_gates_register_plugins(gates, g_getenv("PLEG_WATCHDOG_PLUGIN_DIR"),
+                                                      &error),
+                  "%s", error->message);
+    fake_runtime_add_sandbox(fake, "sandbox-1", "pod-1", PLEG_POD_SANDBOX_STATE_READY);
+
+    start_usec = g_get_monotonic_time();
+    pleg_host_config_init(&config);
+    config.runtime = runtime;
+    config.plugin_dir = g_getenv("PLEG_WATCHDOG_PLUGIN_DIR");
+    config.required_plugins = (const char *const[]){"watchdog", NULL};
+    config.generic.relist_period_usec = 100 * MS;
+    config.generic.relist_threshold_usec = SEC;
+    config.runtime_request_timeout_usec = 200 * MS;
+    host = pleg_host_new(&config, gates, NULL, &error);
+    ck_assert_msg(host, "%s", error ? error->message : "");
+    pleg_host_add_event_callback(host, on_event, NULL, NULL);
+    ck_assert_msg(pleg_host_start(host, &error), "%s", error ? error->message : "");
+
+    listen_for(&listener, 1500 * MS);
+    assert_spacing(&listener, start_usec, g_get_monotonic_time());
+    ck_assert_int_gt(pleg_generic_get_last_relist_time(pleg_host_get_pleg(host)), 0);
+
+    /* The next listing never returns. */
+    fake_runtime_block(fake, FAKE_OP_LIST_POD_SANDBOXES, NULL);
+    ck_assert(fake_runtime_wait_blocked(fake, 5 * SEC));
+    stuck_usec = g_get_monotonic_time();
+    deadline = stuck_usec + 5 * SEC;
+    while (pleg_host_check_health(host, NULL, NULL) && g_get_monotonic_time() < deadline)
+        listen_for(&listener, 20 * MS);
+    ck_assert(!pleg_host_check_health(host, &checker, &error));
+    ck_assert_str_eq(checker, "pleg-dispatcher");
+    ck_assert_msg(g_str_has_prefix(error->message, "pleg dispatcher is stuck: no global relist "
+                                                   "has finished for "),
+                  "%s", error->message);
+    ck_assert_msg(g_str_has_suffix(error->message, "; the limit is 1s"), "%s", error->message);
+    /* Not before the window. */
+    ck_assert_int_ge(g_get_monotonic_time() - stuck_usec, 900 * MS);
+
+    /* No heartbeat for two intervals, which would get plegd killed (the round under way when
+     * liveness failed may still have sent one). */
+    listen_for(&listener, 1100 * MS);
+    before = listener.heartbeats->len;
+    listen_for(&listener, 2 * SEC);
+    ck_assert_uint_eq(listener.heartbeats->len, before);
+
+    /* Unstuck: relists end again, and so does the silence. */
+    fake_runtime_unblock(fake);
+    deadline = g_get_monotonic_time() + 5 * SEC;
+    while (listener.heartbeats->len == before && g_get_monotonic_time() < deadline)
+        listen_for(&listener, 20 * MS);
+    ck_assert_uint_gt(listener.heartbeats->len, before);
+    ck_assert(pleg_host_check_health(host, NULL, NULL));
+
+    pleg_host_stop(host);
+    listener_clear(&listener);
+}
+END_TEST
+
 static Suite *
 watchdog_host_suite(void)
 {
@@ -183,6 +262,7 @@ watchdog_host_suite(void)
 
     tcase_set_timeout(tc, 40);
     tcase_add_test(tc, test_slow_start_keeps_heartbeat);
+    tcase_add_test(tc, test_stuck_dispatcher_stops_heartbeat);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -634,6 +634,31 @@ void pleg_generic_resume_pod(PlegGeneric *pleg, const char *pod_uid);
 gboolean pleg_generic_healthy(PlegGeneric *pleg, char **ret_message);
 
 /**
+ * pleg_generic_get_relist_attempt_age:
+ * @pleg: the PLEG.
+ *
+ * How long ago the dispatcher last finished a global relist, whatever its outcome: listed,
+ * refused by a runtime that is down, or failed at the runtime's call deadline; before the first
+ * has finished, how long ago pleg_generic_start() started the dispatcher.  Relists driven by
+ * hand (pleg_generic_relist()) do not count.  Measured as pleg_generic_healthy() measures: on
+ * the monotonic clock, or on #PlegGenericConfig.clock when one is set.
+ *
+ * Unlike pleg_generic_healthy(), which fails while the runtime cannot be listed, this grows
+ * only while the dispatcher itself makes no progress: a relist against a runtime that hangs
+ * ends at the runtime's call deadlines.  A host bases its liveness on it (a restart can fix a
+ * stuck dispatcher, not a runtime that is down) and its readiness on pleg_generic_healthy().
+ *
+ * Returns: microseconds, or -1 while the dispatcher does not run (before pleg_generic_start(),
+ *   after pleg_generic_stop()).
+ *
+ * Thread safety: any thread, including relist and event callbacks; never blocks on runtime
+ * calls.
+ *
+ * Since: 0.3
+ */
+gint64 pleg_generic_get_relist_attempt_age(PlegGeneric *pleg);
+
+/**
  * PlegRelistState:
  * @first_relist_started: a global relist has begun (by the dispatcher or by hand).
  * @first_relist_finished: a global relist has ended, successfully or not.  Set after

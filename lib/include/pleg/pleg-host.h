@@ -46,8 +46,10 @@ GQuark pleg_host_error_quark(void);
  * @PLEG_HOST_ERROR_PLUGIN_START: the plugin's start failed.
  * @PLEG_HOST_ERROR_REQUIRED_PLUGIN: a plugin marked required did not load, is disabled or is not
  *   running.
- * @PLEG_HOST_ERROR_UNHEALTHY: the "pleg" health checker: the last successful relist started
- *   longer ago than the relist threshold (kubelet's "pleg was last seen active ... ago").
+ * @PLEG_HOST_ERROR_UNHEALTHY: the "pleg-dispatcher" liveness checker: no global relist has
+ *   finished within the liveness window ("pleg dispatcher is stuck: ..."); or the "pleg"
+ *   readiness checker: the last successful relist started longer ago than the relist threshold
+ *   (kubelet's "pleg was last seen active ... ago").
  * @PLEG_HOST_ERROR_NOT_READY: the "first-relist" readiness checker: no global relist has
  *   succeeded since start.
  * @PLEG_HOST_ERROR_CHECK_FAILED: a health checker failed without saying why.
@@ -390,10 +392,11 @@ void pleg_host_set_relist_callback(PlegHost *host, PlegRelistFunc func, gpointer
 /**
  * PlegHealthKind:
  * @PLEG_HEALTH_LIVENESS: fails only for what restarting this process can fix (Kubernetes'
- *   /livez): the Generic PLEG past its health threshold, and the plugins' checkers.  The
- *   systemd watchdog heartbeat follows it, as kubelet's follows its own health checkers.
+ *   /livez): the Generic PLEG's dispatcher stuck, and the plugins' checkers.  The systemd
+ *   watchdog heartbeat follows it, as kubelet's follows its own health checkers.
  * @PLEG_HEALTH_READINESS: also fails while the PLEG cannot be relied on yet or now (/readyz):
- *   before the first successful global relist, and while the runtime is unreachable.
+ *   before the first successful global relist, while the runtime is unreachable, and while
+ *   kubelet's PLEG health check fails (kubelet reports that in its node's Ready condition).
  *
  * The two rounds of health checkers a host runs.
  */
@@ -405,19 +408,23 @@ typedef enum {
 /**
  * pleg_host_check_health:
  * @ret_checker: (out) (optional) (transfer full): the name of the failing checker.
- * @error: the failing checker's error: %PLEG_HOST_ERROR_UNHEALTHY from "pleg", a plugin
- *   checker's own, or %PLEG_HOST_ERROR_CHECK_FAILED from a checker that gave none.
+ * @error: the failing checker's error: %PLEG_HOST_ERROR_UNHEALTHY from "pleg-dispatcher", a
+ *   plugin checker's own, or %PLEG_HOST_ERROR_CHECK_FAILED from a checker that gave none.
  *
  * The liveness round: runs the liveness checkers in registration order, stopping at the first
- * failure: "pleg", then those the plugins added (every plugin checker is a liveness checker).
- * The watchdog plugin's heartbeat asks this.
+ * failure: "pleg-dispatcher", then those the plugins added (every plugin checker is a liveness
+ * checker).  The watchdog plugin's heartbeat asks this.
  *
- * The "pleg" checker is the Generic PLEG's health once its subject exists: healthy before
- * pleg_host_start(), and until the relist threshold after start while no global relist has
- * succeeded yet, whether the first relist is still running or failed (a runtime slow to start,
- * or not there yet, must not stop the heartbeat: restarting plegd would not bring it up).
- * After the first success it is kubelet's check: unhealthy ("pleg was last seen active <d> ago;
- * threshold is <t>") once the last successful relist started longer ago than the threshold.
+ * "pleg-dispatcher" fails only when the Generic PLEG's dispatcher is stuck: no global relist,
+ * successful or not, has finished (pleg_generic_get_relist_attempt_age()) within the liveness
+ * window since the last one ended, or since pleg_host_start() before the first.  The window is
+ * the larger of the relist threshold and the relist period plus four runtime request timeouts
+ * (#PlegHostConfig.runtime_request_timeout_usec; kubelet's defaults give 8m1s): against a
+ * runtime that takes calls and never answers, a relist ends within two call deadlines, and one
+ * pass of targeted relists may run before it.  Unhealthy: "pleg dispatcher is stuck: no global
+ * relist has finished for <d>; the limit is <w>".  A runtime that is down or hangs, for however
+ * long, fails readiness ("runtime", "pleg"), never this: restarting the process would not bring
+ * the runtime back, and would lose what it holds in memory.  Healthy before pleg_host_start().
  *
  * Thread safety: callable from any thread, not from inside a health checker.  The round takes
  *   its checkers under the host's health lock and runs them without it, on the calling thread;
@@ -433,13 +440,16 @@ gboolean pleg_host_check_health(PlegHost *host, char **ret_checker, GError **err
  * @error: the failing checker's error: as pleg_host_check_health(), or
  *   %PLEG_HOST_ERROR_NOT_READY from "first-relist", or from "runtime" the last global relist's
  *   error (its domain and code, %PLEG_CRI_ERROR from a CRI client) prefixed with "container
- *   runtime is not reachable: ".
+ *   runtime is not reachable: ", or %PLEG_HOST_ERROR_UNHEALTHY from "pleg".
  *
  * The readiness round: every checker in registration order, stopping at the first failure:
- * "pleg", "first-relist" ("pleg has yet to be successful" until a global relist succeeded
- * since start), "runtime" (unhealthy, "container runtime is not reachable: <the CRI error>",
- * while the last global relist could not reach the runtime, at start-up too), then the
- * plugins' checkers.
+ * "pleg-dispatcher", "first-relist" ("pleg has yet to be successful" until a global relist
+ * succeeded since start), "runtime" (unhealthy, "container runtime is not reachable: <the CRI
+ * error>", while the last global relist could not reach the runtime, at start-up too), "pleg"
+ * (kubelet's PLEG health check, pleg_generic_healthy(), once a relist has succeeded: "pleg was
+ * last seen active <d> ago; threshold is <t>" once the last successful relist started longer
+ * ago than the threshold), then the plugins' checkers.  The runtime's error comes before
+ * kubelet's verdict, so that the first failure names the cause.
  *
  * Thread safety: callable from any thread, not from inside a health checker.
  */
