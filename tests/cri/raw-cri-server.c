@@ -28,6 +28,7 @@ struct _RawCriServer {
     grpc_completion_queue *call_cq; /* the operations of the call being served */
     GThread *thread;
     int request_tag, shutdown_tag, op_tag;
+    gboolean shutdown_taken; /* the serving thread took the shutdown's tag (read after join) */
 
     GMutex lock;
     GHashTable *answers; /* method -> Answer, under lock */
@@ -151,6 +152,12 @@ serve_main(gpointer data)
                                      self->cq, &self->request_tag) == GRPC_CALL_OK) {
             event = grpc_completion_queue_next(self->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
                                                NULL);
+            /* Shutting down: the shutdown's tag may come before the failed request's. */
+            while (event.type == GRPC_OP_COMPLETE && event.tag == &self->shutdown_tag) {
+                self->shutdown_taken = TRUE;
+                event = grpc_completion_queue_next(self->cq,
+                                                   gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+            }
             g_assert(event.type == GRPC_OP_COMPLETE && event.tag == &self->request_tag);
             if (event.success) {
                 serve_call(self, call, &details);
@@ -209,9 +216,10 @@ raw_cri_server_free(RawCriServer *self)
     grpc_server_shutdown_and_notify(self->server, self->cq, &self->shutdown_tag);
     grpc_server_cancel_all_calls(self->server);
     g_thread_join(self->thread);
-    /* The thread has taken its failed request; what is left is the shutdown's tag. */
-    while (grpc_completion_queue_next(self->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).tag !=
-           &self->shutdown_tag)
+    /* The thread has taken its failed request; what may be left is the shutdown's tag. */
+    while (!self->shutdown_taken &&
+           grpc_completion_queue_next(self->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).tag !=
+               &self->shutdown_tag)
         ;
     grpc_server_destroy(self->server);
     drain_queue(self->cq);
