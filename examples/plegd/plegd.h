@@ -999,6 +999,12 @@ PlegdStateEntry *plegd_state_entry_new(guint64 seq, GBytes *line, PlegPodLifecyc
 void plegd_state_entry_free(PlegdStateEntry *entry);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegdStateEntry, plegd_state_entry_free)
 
+/* The largest seq a state file may hold, 2^53 less the room of a few history breaks: a JSON
+ * number is a double for most consumers (jq), exact up to 2^53.  A file beyond is corrupt. */
+#define PLEGD_STATE_MAX_SEQ ((G_GINT64_CONSTANT(1) << 53) - (G_GINT64_CONSTANT(1) << 40))
+/* A longer line of a state file is corrupt (plegd's lines are some hundreds of bytes). */
+#define PLEGD_STATE_MAX_LINE (1024 * 1024)
+
 /* How far above the seqs of a history whose events could not be made durable the new history
  * it breaks into starts (plegd_state_commit()): more events than that history will ever
  * number after a restart resumes it. */
@@ -1057,7 +1063,8 @@ typedef struct _PlegdState PlegdState;
  * @ring_size: event lines kept, in memory and after a compaction in the file (the /events
  *   ring's size), at least 1.
  * @metrics: (transfer none): where plegd_state_problems_total{reason} (corrupt,
- *   foreign_version, untrusted, unreadable, unwritable, write, vanished), plegd_state_durable
+ *   foreign_version, untrusted, unreadable, unwritable, write, vanished, in_use),
+ *   plegd_state_durable
  *   (gauge, 1 while commits are durable), plegd_state_commit_duration_seconds (histogram: the
  *   write and fdatasync() of one batch) and plegd_state_compactions_total are registered; a
  *   reference is kept.

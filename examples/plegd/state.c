@@ -29,6 +29,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,6 +54,7 @@ typedef enum {
     PROBLEM_UNWRITABLE,
     PROBLEM_WRITE,
     PROBLEM_VANISHED,
+    PROBLEM_IN_USE,
     N_PROBLEMS,
 } Problem;
 
@@ -61,6 +63,7 @@ static const char *const problem_names[N_PROBLEMS] = {
     [PROBLEM_UNTRUSTED] = "untrusted",   [PROBLEM_UNREADABLE] = "unreadable",
     [PROBLEM_UNWRITABLE] = "unwritable", [PROBLEM_WRITE] = "write",
     [PROBLEM_VANISHED] = "vanished",
+    [PROBLEM_IN_USE] = "in_use",
 };
 
 typedef enum {
@@ -161,6 +164,7 @@ struct _PlegdState {
 
     /* Writer thread only (the loading thread before the writer starts). */
     int fd;                   /* state.jsonl for appending, -1 while degraded */
+    int dir_fd;               /* DIR, flock()ed for the state's life; -1: none */
     guint64 file_events;      /* event lines in the file */
     gint64 last_attempt_usec; /* monotonic: the last recovery tried */
     /* Whether a restart would resume the history being written: every line published of it is
@@ -371,7 +375,7 @@ read_event(JsonObject *object, guint64 *ret_seq, EventValues *v)
     const char *time_text, *type_text;
     g_autoptr(GError) error = NULL;
 
-    int_member(object, "seq", 1, G_MAXINT64, &seq, &ok);
+    int_member(object, "seq", 1, PLEGD_STATE_MAX_SEQ, &seq, &ok);
     if (!ok || seq == 0)
         return "no valid seq";
     time_text = string_member(object, "time", &ok);
@@ -524,6 +528,8 @@ load_contents(PlegdState *state, const char *data, gsize len, gsize *ret_complet
 
         pos += line_len + 1;
         line_no++;
+        if (line_len > PLEGD_STATE_MAX_LINE)
+            return bad_line(failure, PROBLEM_CORRUPT, line_no, "a line longer than 1 MiB");
         if (!g_utf8_validate_len(line, line_len, NULL) ||
             !json_parser_load_from_data(parser, line, (gssize)line_len, NULL))
             return bad_line(failure, PROBLEM_CORRUPT, line_no, "not JSON");
@@ -546,7 +552,7 @@ load_contents(PlegdState *state, const char *data, gsize len, gsize *ret_complet
                                                  ", this plegd reads version %d",
                                                  version, PLEGD_STATE_VERSION));
             instance = string_member(object, "instance", &ok);
-            int_member(object, "first_seq", 1, G_MAXINT64, &first_seq, &ok);
+            int_member(object, "first_seq", 1, PLEGD_STATE_MAX_SEQ, &first_seq, &ok);
             if (!ok || !instance || instance[0] == '\0' || first_seq == 0)
                 return bad_line(failure, PROBLEM_CORRUPT, 1,
                                 "a header without a valid "
@@ -1281,6 +1287,8 @@ state_unref(PlegdState *state)
     g_hash_table_unref(state->records);
     if (state->fd >= 0)
         close(state->fd);
+    if (state->dir_fd >= 0)
+        close(state->dir_fd);
     pleg_metrics_registry_unref(state->metrics);
     g_main_context_unref(state->context);
     g_mutex_clear(&state->lock);
@@ -1342,7 +1350,8 @@ register_metrics(PlegdState *state, PlegMetricsRegistry *metrics)
     state->problems = pleg_metrics_register(
         metrics, PLEG_METRIC_COUNTER, "plegd_state_problems_total",
         "Problems of the state directory: a state file moved aside (corrupt, foreign_version, "
-        "untrusted, unreadable) or durability lost (unwritable, write, vanished).",
+        "untrusted, unreadable), durability lost (unwritable, write, vanished), or the "
+        "directory used by another plegd (in_use).",
         reason_label, NULL, 0);
     for (int i = 0; i < N_PROBLEMS; i++) {
         const char *const value[] = {problem_names[i]};
@@ -1412,6 +1421,26 @@ load(PlegdState *state)
         enter_degraded(state, PROBLEM_UNWRITABLE, "cannot create the directory of", errno);
         return;
     }
+    /* One plegd a state directory: a second would resume the same history and give the same
+     * seqs to its own events, and its load could cut an append of the first short. */
+    state->dir_fd = open(state->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (state->dir_fd >= 0 && flock(state->dir_fd, LOCK_EX | LOCK_NB) < 0) {
+        const char *const labels[] = {problem_names[PROBLEM_IN_USE]};
+        int errsv = errno;
+
+        reset_history(state);
+        state->never_write = TRUE;
+        state->durable = FALSE;
+        state->degraded_since_ns = g_get_real_time() * 1000;
+        state->failure = g_strdup_printf("%s is in use by another plegd (%s): this one keeps "
+                                         "no state",
+                                         state->dir, g_strerror(errsv));
+        pleg_metric_inc(state->problems, labels);
+        plegd_log_warning("state: %s is in use by another plegd: this one neither reads nor "
+                          "writes it, and serves a history of its own from memory",
+                          state->dir);
+        return;
+    }
     if (unlink(state->tmp_path) < 0 && errno != ENOENT)
         g_debug("state: cannot remove %s: %s", state->tmp_path, g_strerror(errno));
 
@@ -1465,6 +1494,7 @@ plegd_state_open(const char *dir, guint ring_size, PlegMetricsRegistry *metrics,
     state->compact_lines = MAX((guint64)ring_size * 2, PLEGD_STATE_MIN_COMPACT_LINES);
     state->context = context ? g_main_context_ref(context) : g_main_context_ref_thread_default();
     state->fd = -1;
+    state->dir_fd = -1;
     state->durable = TRUE;
     state->records = records_new();
     g_mutex_init(&state->lock);

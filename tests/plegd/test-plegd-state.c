@@ -508,6 +508,8 @@ typedef enum {
     BAD_WRONG_OWNER,
     BAD_GROUP_WRITABLE,
     BAD_DIRECTORY,
+    BAD_SEQ_PAST_2_53,
+    BAD_LONG_LINE,
     N_BAD,
 } Bad;
 
@@ -523,6 +525,8 @@ static const struct {
     [BAD_WRONG_OWNER] = {"untrusted", "owned by uid 65534"},
     [BAD_GROUP_WRITABLE] = {"untrusted", "writable by group or others"},
     [BAD_DIRECTORY] = {"unreadable", "Is a directory"},
+    [BAD_SEQ_PAST_2_53] = {"corrupt", "line 1: a header without a valid"},
+    [BAD_LONG_LINE] = {"corrupt", "line 2: a line longer than 1 MiB"},
 };
 
 /* Replaces line @n (1-based) of the state file with @text. */
@@ -607,6 +611,22 @@ START_TEST(test_bad_file)
         ck_assert_int_eq(unlink(path), 0);
         ck_assert_int_eq(mkdir(path, 0700), 0);
         break;
+    case BAD_SEQ_PAST_2_53: {
+        /* A history that would run past what a double holds exactly (a file from the future,
+         * or edited): its seqs would overflow, or be misread by every JSON consumer. */
+        g_autofree char *header = g_strdup_printf(
+            "{\"plegd_state\":1,\"instance\":\"%s\",\"first_seq\":%" G_GINT64_FORMAT "}",
+            old_instance, G_MAXINT64 - 4);
+
+        replace_line(1, header);
+        break;
+    }
+    case BAD_LONG_LINE: {
+        g_autofree char *text = g_strnfill(PLEGD_STATE_MAX_LINE + 1, 'x');
+
+        replace_line(2, text);
+        break;
+    }
     case N_BAD:
     default:
         g_assert_not_reached();
@@ -635,6 +655,39 @@ START_TEST(test_bad_file)
     ck_assert(plegd_state_is_resumed(f.state));
     assert_lines(1);
     ck_assert_double_eq(metric("plegd_state_problems_total", bad_cases[bad].reason), 0);
+}
+END_TEST
+
+/* A second state on the same directory (a second plegd) neither reads nor writes it: it serves
+ * a history of its own from memory, and the first goes on. */
+START_TEST(test_in_use)
+{
+    g_autoptr(PlegMetricsRegistry) metrics = pleg_metrics_registry_new();
+    PlegdState *second;
+    g_autofree char *text = NULL;
+
+    state_open(RING);
+    commit_history();
+    second = plegd_state_open(f.dir, RING, metrics, f.context);
+    ck_assert(!plegd_state_is_resumed(second));
+    ck_assert(!plegd_state_is_durable(second));
+    ck_assert_str_ne(plegd_state_get_instance(second), plegd_state_get_instance(f.state));
+    text = plegd_state_describe(second);
+    ck_assert_msg(strstr(text, "in use by another plegd"), "%s", text);
+    {
+        g_autofree char *exposed = pleg_metrics_registry_expose(metrics);
+
+        ck_assert_msg(strstr(exposed, "plegd_state_problems_total{reason=\"in_use\"} 1"), "%s",
+                      exposed);
+    }
+    ck_assert(plegd_state_close(second, WAIT_USEC));
+    plegd_state_free(second);
+
+    /* The first was not disturbed, and resumes as usual. */
+    ck_assert(commit(EVENTS("D:web:c1:nginx")));
+    state_reopen(RING);
+    ck_assert(plegd_state_is_resumed(f.state));
+    ck_assert_uint_eq(plegd_state_get_next_seq(f.state), f.next_seq);
 }
 END_TEST
 
@@ -963,6 +1016,7 @@ state_suite(void)
     tcase_add_test(tc, test_commit_reopen);
     tcase_add_test(tc, test_torn_last_line);
     tcase_add_loop_test(tc, test_bad_file, 0, N_BAD);
+    tcase_add_test(tc, test_in_use);
     tcase_add_test(tc, test_compaction);
     tcase_add_test(tc, test_enospc);
     tcase_add_test(tc, test_crash_while_degraded);
