@@ -640,6 +640,12 @@ parse_query(const char *query, gint64 now_ns, Request *ret_request, GError **err
         }
         if (g_str_equal(name, "instance")) {
             has_instance = TRUE;
+            if (value[0] == '\0') {
+                g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                                    "invalid instance \"\": expected the value of the "
+                                    "Plegd-Instance header");
+                return FALSE;
+            }
             ret_request->instance = g_strdup(value);
         } else if (g_str_equal(name, "follow")) {
             has_follow = TRUE;
@@ -716,7 +722,8 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
         return FALSE;
     }
     has_since_time = request.filter && plegd_event_filter_get_since_time(request.filter, &since_ns);
-    if (request.instance && !g_str_equal(request.instance, events->instance)) {
+    /* A UUID: its hex digits in either case are the same id. */
+    if (request.instance && g_ascii_strcasecmp(request.instance, events->instance) != 0) {
         g_autofree char *shown = pleg_log_text(request.instance, -1, 0);
 
         g_set_error(&error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,

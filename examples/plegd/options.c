@@ -534,6 +534,11 @@ parse_values(const Settings *settings, PlegdOptions *parsed, GError **error)
     if (metrics_address[0] != '\0' &&
         !plegd_parse_bind_address(metrics_address, &parsed->metrics_address, &local_error))
         return bad_setting(error, settings, SETTING_METRICS_ADDRESS, local_error->message);
+    /* A relative one would depend on the directory plegd was started from ("/" under
+     * systemd). */
+    if (settings->values[SETTING_STATE_DIR] && settings->values[SETTING_STATE_DIR][0] &&
+        !g_path_is_absolute(settings->values[SETTING_STATE_DIR]))
+        return bad_setting(error, settings, SETTING_STATE_DIR, "must be an absolute path");
 
     return parse_plugin_list(settings, SETTING_DISABLE_PLUGINS, &parsed->disabled_plugins, error) &&
            parse_plugin_list(settings, SETTING_REQUIRE_PLUGINS, &parsed->required_plugins, error) &&
@@ -634,7 +639,8 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
          "PLEG health threshold (default " DEFAULT_RELIST_THRESHOLD ")", "DURATION"},
         {"metrics-bind-address", 0, 0, G_OPTION_ARG_STRING,
          &settings.values[SETTING_METRICS_ADDRESS],
-         "Serve /metrics, /healthz and /events here; \"\" disables, port 0 picks a free port "
+         "Serve the HTTP API (/metrics, /livez, /readyz, /events, /pods) here; \"\" disables, port 0 "
+         "picks a free port "
          "(default " DEFAULT_METRICS_BIND_ADDRESS ")",
          "IP:PORT"},
         {"feature-gates", 0, 0, G_OPTION_ARG_STRING_ARRAY, &feature_gates,

@@ -494,6 +494,15 @@ START_TEST(test_resume_after_disconnect)
     client_wait_lines(again, 42);
     assert_consecutive(again, 0, 42, 21);
 
+    /* The instance is a UUID: in upper case it is the same one. */
+    {
+        g_autofree char *upper = g_ascii_strup(instance, -1);
+        g_autofree char *upper_query = g_strdup_printf("?since=20&instance=%s", upper);
+        g_autoptr(Client) same = client_open(upper_query, 0);
+
+        client_wait_head(same, 200);
+    }
+
     /* The seqs of another plegd process: 410, whatever the seq. */
     other = client_open("?since=20&instance=0b9e5a52-0000-4000-8000-000000000000", 0);
     client_wait_eof(other);
@@ -677,6 +686,11 @@ START_TEST(test_bad_requests)
     /* GLib's reason quotes the value again: escaped in the answer too. */
     ck_assert_uint_eq(request_events("GET", "?since=%1b%5b2J", &body, NULL), 400);
     ck_assert_msg(!strchr(body, '\x1b') && strstr(body, "invalid since \"\\x1b[2J\""), "%s", body);
+    g_clear_pointer(&body, g_free);
+
+    /* An empty instance names no history: a bad value, not another history. */
+    ck_assert_uint_eq(request_events("GET", "?instance=", &body, NULL), 400);
+    ck_assert_msg(strstr(body, "invalid instance \"\""), "%s", body);
     g_clear_pointer(&body, g_free);
 
     /* Escapes decode as a form's do. */

@@ -79,6 +79,7 @@ static const struct {
     {"--max-status-calls-in-flight=0", "--max-status-calls-in-flight", "out of bounds [1, 1024]"},
     {"--max-status-calls-in-flight=1025", "--max-status-calls-in-flight",
      "out of bounds [1, 1024]"},
+    {"--state-dir=relative/state", "--state-dir", "must be an absolute path"},
     {"--config=/nonexistent/plegd.conf", "--config", "/nonexistent/plegd.conf"},
     {"--no-such-flag", "--no-such-flag", "--no-such-flag"},
     {"stray-argument", "stray-argument", "stray-argument"},
