@@ -894,8 +894,9 @@ void plegd_http_set_events(PlegdHttp *http, PlegdEvents *events);
 /**
  * plegd_pods_to_json:
  * @cache: (transfer none): the Generic PLEG's pod cache.
- * @namespaces: (nullable) (array zero-terminated=1): only pods in one of these namespaces (a
- *   pod whose namespace is unknown is in none); %NULL: every pod.
+ * @filter: (nullable): only the pods its namespace values select, as /events selects an
+ *   event by the namespace it names (a pod whose namespace is unknown matches no value);
+ *   %NULL: every pod.
  *
  * The body of GET /pods (doc/pods.md): `{"relisted_at":T,"pods":[...]}`,
  * relisted_at the start of the last global relist whose results are all in the cache (absent
@@ -913,7 +914,7 @@ void plegd_http_set_events(PlegdHttp *http, PlegdEvents *events);
  *
  * Thread safety: any thread; each pod's entry is read under the cache's lock.
  */
-char *plegd_pods_to_json(PlegPodCache *cache, const char *const *namespaces);
+char *plegd_pods_to_json(PlegPodCache *cache, const PlegdEventFilter *filter);
 
 /**
  * plegd_pods_serve:

@@ -178,16 +178,17 @@ add_pod(JsonBuilder *builder, const PodEntry *entry)
     json_builder_end_object(builder);
 }
 
+/* /events' filter, of which /pods takes the namespace key: a pod is what an event of it names. */
 static gboolean
-namespace_wanted(const char *const *namespaces, const PodEntry *entry)
+namespace_wanted(const PlegdEventFilter *filter, const PodEntry *entry)
 {
-    const char *pod_namespace = entry_namespace(entry);
+    const PlegdEventKey key = {.pod_namespace = entry_namespace(entry)};
 
-    return !namespaces || (pod_namespace && g_strv_contains(namespaces, pod_namespace));
+    return !filter || plegd_event_filter_match(filter, &key);
 }
 
 char *
-plegd_pods_to_json(PlegPodCache *cache, const char *const *namespaces)
+plegd_pods_to_json(PlegPodCache *cache, const PlegdEventFilter *filter)
 {
     g_auto(GStrv) uids = pleg_pod_cache_list_pod_uids(cache);
     g_autoptr(GPtrArray) entries = g_ptr_array_new_with_free_func((GDestroyNotify)pod_entry_free);
@@ -202,7 +203,7 @@ plegd_pods_to_json(PlegPodCache *cache, const char *const *namespaces)
 
         /* Gone since it was listed: it was removed meanwhile. */
         if (!pleg_pod_cache_get(cache, *uid, &entry->status, &entry->error, &entry->modified_ns) ||
-            !namespace_wanted(namespaces, entry)) {
+            !namespace_wanted(filter, entry)) {
             pleg_pod_status_unref(entry->status);
             g_clear_error(&entry->error);
             g_free(entry);
@@ -232,49 +233,31 @@ plegd_pods_to_json(PlegPodCache *cache, const char *const *namespaces)
 
 #define PARAMETERS "namespace"
 
-/* namespace=NS, any number of times (each one more that a pod may be in); nothing else.
- * @ret_namespaces: (out) (transfer full): the namespaces asked for, %NULL: every one. */
+/* namespace=NS, any number of times (each one more that a pod may be in), checked as /events
+ * checks its filters' values; nothing else.  @ret_filter: (out) (transfer full): %NULL: every
+ * pod. */
 static gboolean
-parse_query(const char *query, GStrv *ret_namespaces, GError **error)
+parse_query(const char *query, PlegdEventFilter **ret_filter, GError **error)
 {
     g_autoptr(GPtrArray) params = plegd_http_parse_query(query, error);
-    g_autoptr(GStrvBuilder) namespaces = g_strv_builder_new();
-    guint n_namespaces = 0;
+    g_autoptr(PlegdEventFilter) filter = plegd_event_filter_new(0);
 
     if (!params)
         return FALSE;
     for (guint i = 0; i < params->len; i += 2) {
         const char *name = params->pdata[i];
-        const char *value = params->pdata[i + 1];
-        gsize length = strlen(value);
-        g_autofree char *shown = pleg_log_text(name, -1, 0);
-        g_autofree char *shown_value = pleg_log_text(value, -1, 0);
 
         if (!g_str_equal(name, "namespace")) {
+            g_autofree char *shown = pleg_log_text(name, -1, 0);
+
             g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                         "unknown query parameter \"%s\" (/pods takes " PARAMETERS ")", shown);
             return FALSE;
         }
-        if (length == 0) {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid namespace \"\": empty (give the key once for each value)");
+        if (!plegd_event_filter_add(filter, name, params->pdata[i + 1], error))
             return FALSE;
-        }
-        if (length > PLEGD_EVENTS_FILTER_MAX_VALUE) {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "invalid namespace \"%s\": %" G_GSIZE_FORMAT " bytes, at most %u accepted",
-                        shown_value, length, PLEGD_EVENTS_FILTER_MAX_VALUE);
-            return FALSE;
-        }
-        if (++n_namespaces > PLEGD_EVENTS_FILTER_MAX_VALUES) {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "too many filter values at namespace: at most %u in one request",
-                        PLEGD_EVENTS_FILTER_MAX_VALUES);
-            return FALSE;
-        }
-        g_strv_builder_add(namespaces, value);
     }
-    *ret_namespaces = n_namespaces > 0 ? g_strv_builder_end(namespaces) : NULL;
+    *ret_filter = plegd_event_filter_is_empty(filter) ? NULL : g_steal_pointer(&filter);
     return TRUE;
 }
 
@@ -282,11 +265,11 @@ void
 plegd_pods_serve(PlegGeneric *pleg, SoupServerMessage *msg)
 {
     g_autofree char *path = NULL, *query = NULL;
-    g_auto(GStrv) namespaces = NULL;
+    g_autoptr(PlegdEventFilter) filter = NULL;
     g_autoptr(GError) error = NULL;
 
     plegd_http_get_target(msg, &path, &query);
-    if (!parse_query(query, &namespaces, &error)) {
+    if (!parse_query(query, &filter, &error)) {
         plegd_http_respond(msg, SOUP_STATUS_BAD_REQUEST, TEXT_CONTENT_TYPE,
                            g_strconcat(error->message, "\n", NULL));
         return;
@@ -296,5 +279,5 @@ plegd_pods_serve(PlegGeneric *pleg, SoupServerMessage *msg)
                                  "no-store");
     plegd_http_respond(
         msg, SOUP_STATUS_OK, JSON_CONTENT_TYPE,
-        plegd_pods_to_json(pleg_generic_get_cache(pleg), (const char *const *)namespaces));
+        plegd_pods_to_json(pleg_generic_get_cache(pleg), filter));
 }
