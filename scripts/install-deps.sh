@@ -17,7 +17,8 @@ packages=(
     # the fuzz stage: tests/fuzz built as libFuzzer targets (clang's -fsanitize=fuzzer, whose
     # runtime is in libclang-rt-14-dev)
     clang libclang-rt-14-dev
-    systemd # systemd-analyze verify, for the installed plegd.service
+    systemd # systemd-analyze verify, for the installed plegd.service; journald for the tests
+    util-linux iproute2 # unshare(1) and ip(8): the outage test's private /run and loopback
     curl jq # the plegd-events test runs README's `curl -sN .../events | jq` consumer
     scdoc   # builds the manual pages plegd(8) and libpleg(3) from doc/man/*.scd.in
     man-db  # man -l --warnings: the doc suite renders each page and fails on any warning

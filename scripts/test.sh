@@ -4,10 +4,11 @@
 # The whole test suite, as root on Debian 12: installs what the build and the tests need, then runs
 # its stages, each a meson test run over one build:
 #   main      every suite but soak, built with -Dwerror=true in $BUILD_DIR (default build-test);
-#             the integration suite starts its own private containerd
+#             the integration suite starts its own private containerd; the outage suite runs
+#             plegd as the shipped unit through a 10-minute runtime outage (mostly waiting)
 #   valgrind  the unit suite again under valgrind
 #   asan      every suite but integration (containerd), install (a build of its own without
-#             sanitizers) and soak, built with -Db_sanitize=address,undefined in $ASAN_BUILD_DIR (default
+#             sanitizers), soak and outage (10 minutes of waiting), built with -Db_sanitize=address,undefined in $ASAN_BUILD_DIR (default
 #             build-asan) and run under its default test setup "asan" (tests/meson.build): any
 #             ASan or UBSan report, or a leak at exit, fails the test
 #   soak      scripts/soak.sh: plegd against cri-sim with churn and faults for $SOAK_DURATION
@@ -87,7 +88,8 @@ fi
 
 if wants asan; then
     if configure "$ASAN_BUILD_DIR" -Dwerror=true -Db_sanitize=address,undefined; then
-        stage asan "$ASAN_BUILD_DIR" --no-suite integration --no-suite install --no-suite soak
+        stage asan "$ASAN_BUILD_DIR" --no-suite integration --no-suite install --no-suite soak \
+            --no-suite outage
     else
         echo "test.sh: the build in $ASAN_BUILD_DIR failed" >&2
         build_failures=$((build_failures + 1))
