@@ -12,11 +12,14 @@
 
 #define JSON_CONTENT_TYPE "application/json"
 
-/* One pod's cache entry: a status, or the error its last inspection failed with. */
+/* One pod's cache entry: a status, or the error its last inspection failed with, and its
+ * names (from the status, or from the listing when the inspection failed). */
 typedef struct {
     char *uid;
     PlegPodStatus *status;
     GError *error;
+    char *namespace_;
+    char *name;
     gint64 modified_ns;
 } PodEntry;
 
@@ -26,19 +29,21 @@ pod_entry_free(PodEntry *entry)
     g_free(entry->uid);
     pleg_pod_status_unref(entry->status);
     g_clear_error(&entry->error);
+    g_free(entry->namespace_);
+    g_free(entry->name);
     g_free(entry);
 }
 
 static const char *
 entry_namespace(const PodEntry *entry)
 {
-    return entry->status ? entry->status->namespace_ : NULL;
+    return entry->namespace_;
 }
 
 static const char *
 entry_name(const PodEntry *entry)
 {
-    return entry->status ? entry->status->name : NULL;
+    return entry->name;
 }
 
 /* A pod whose names are unknown (its inspection failed, or the runtime gave none) sorts after
@@ -201,15 +206,15 @@ plegd_pods_to_json(PlegPodCache *cache, const PlegdEventFilter *filter)
     for (char **uid = uids; *uid; uid++) {
         PodEntry *entry = g_new0(PodEntry, 1);
 
-        /* Gone since it was listed: it was removed meanwhile. */
+        entry->uid = g_strdup(*uid);
+        /* Gone since it was listed (removed meanwhile), or in another namespace.  The two
+         * reads may straddle an update of the entry: the names of a pod do not change. */
         if (!pleg_pod_cache_get(cache, *uid, &entry->status, &entry->error, &entry->modified_ns) ||
+            !pleg_pod_cache_get_pod_names(cache, *uid, &entry->namespace_, &entry->name) ||
             !namespace_wanted(filter, entry)) {
-            pleg_pod_status_unref(entry->status);
-            g_clear_error(&entry->error);
-            g_free(entry);
+            pod_entry_free(entry);
             continue;
         }
-        entry->uid = g_strdup(*uid);
         g_ptr_array_add(entries, entry);
     }
     g_ptr_array_sort(entries, compare_entries);

@@ -6,6 +6,9 @@
 typedef struct {
     PlegPodStatus *status;
     GError *error;
+    /* With @error: the pod's names as the relist listed them (the status has them otherwise). */
+    char *namespace_;
+    char *name;
     gint64 modified_ns;
 } CacheEntry;
 
@@ -20,6 +23,8 @@ cache_entry_free(CacheEntry *entry)
 {
     pleg_pod_status_unref(entry->status);
     g_clear_error(&entry->error);
+    g_free(entry->namespace_);
+    g_free(entry->name);
     g_free(entry);
 }
 
@@ -44,6 +49,14 @@ pleg_pod_cache_free(PlegPodCache *cache)
     g_free(cache);
 }
 
+static void
+cache_put(PlegPodCache *cache, const char *pod_uid, CacheEntry *entry)
+{
+    g_mutex_lock(&cache->lock);
+    g_hash_table_replace(cache->entries, g_strdup(pod_uid), entry);
+    g_mutex_unlock(&cache->lock);
+}
+
 void
 pleg_pod_cache_set(PlegPodCache *cache, const char *pod_uid, PlegPodStatus *status,
                    const GError *error, gint64 modified_ns)
@@ -55,10 +68,22 @@ pleg_pod_cache_set(PlegPodCache *cache, const char *pod_uid, PlegPodStatus *stat
     entry->status = status ? pleg_pod_status_ref(status) : NULL;
     entry->error = error ? g_error_copy(error) : NULL;
     entry->modified_ns = modified_ns;
+    cache_put(cache, pod_uid, entry);
+}
 
-    g_mutex_lock(&cache->lock);
-    g_hash_table_replace(cache->entries, g_strdup(pod_uid), entry);
-    g_mutex_unlock(&cache->lock);
+void
+pleg_pod_cache_set_failed(PlegPodCache *cache, const char *pod_uid, const GError *error,
+                          const char *namespace_, const char *name, gint64 modified_ns)
+{
+    CacheEntry *entry = g_new0(CacheEntry, 1);
+
+    g_return_if_fail(error != NULL);
+
+    entry->error = g_error_copy(error);
+    entry->namespace_ = g_strdup(namespace_);
+    entry->name = g_strdup(name);
+    entry->modified_ns = modified_ns;
+    cache_put(cache, pod_uid, entry);
 }
 
 void
@@ -106,6 +131,26 @@ pleg_pod_cache_get(PlegPodCache *cache, const char *pod_uid, PlegPodStatus **ret
             *ret_error = entry->error ? g_error_copy(entry->error) : NULL;
         if (ret_modified_ns)
             *ret_modified_ns = entry->modified_ns;
+    }
+    g_mutex_unlock(&cache->lock);
+    return entry != NULL;
+}
+
+gboolean
+pleg_pod_cache_get_pod_names(PlegPodCache *cache, const char *pod_uid, char **ret_namespace,
+                             char **ret_name)
+{
+    CacheEntry *entry;
+
+    g_return_val_if_fail(cache != NULL && pod_uid != NULL, FALSE);
+
+    g_mutex_lock(&cache->lock);
+    entry = g_hash_table_lookup(cache->entries, pod_uid);
+    if (entry) {
+        if (ret_namespace)
+            *ret_namespace = g_strdup(entry->status ? entry->status->namespace_ : entry->namespace_);
+        if (ret_name)
+            *ret_name = g_strdup(entry->status ? entry->status->name : entry->name);
     }
     g_mutex_unlock(&cache->lock);
     return entry != NULL;

@@ -22,6 +22,10 @@ G_GNUC_INTERNAL void pleg_pod_cache_free(PlegPodCache *cache);
 /* Stores @status (a new reference is taken) or @error (copied); exactly one is non-NULL. */
 G_GNUC_INTERNAL void pleg_pod_cache_set(PlegPodCache *cache, const char *pod_uid, PlegPodStatus *status,
                         const GError *error, gint64 modified_ns);
+/* Stores @error (copied) with the pod's names as its relist listed them (nullable). */
+G_GNUC_INTERNAL void pleg_pod_cache_set_failed(PlegPodCache *cache, const char *pod_uid,
+                                               const GError *error, const char *namespace_,
+                                               const char *name, gint64 modified_ns);
 /* Updates only the modified time of an existing entry. */
 G_GNUC_INTERNAL void pleg_pod_cache_touch(PlegPodCache *cache, const char *pod_uid, gint64 modified_ns);
 G_GNUC_INTERNAL void pleg_pod_cache_delete(PlegPodCache *cache, const char *pod_uid);

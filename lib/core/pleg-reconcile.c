@@ -86,7 +86,13 @@ reconcile_publish(PlegGeneric *pleg, PodWork *work, PlegPodStatus *status, const
     }
     if (error) {
         g_debug("inspecting pod %s failed, will reinspect: %s", pod_uid, error->message);
-        pleg_pod_cache_set(pleg->cache, pod_uid, NULL, error, timestamp_ns);
+        const PodEntry *sandbox = rec->current && rec->current->sandboxes->len > 0
+                                      ? g_ptr_array_index(rec->current->sandboxes, 0)
+                                      : NULL;
+
+        pleg_pod_cache_set_failed(pleg->cache, pod_uid, error,
+                                  sandbox ? sandbox->names.namespace_ : NULL,
+                                  sandbox ? sandbox->names.name : NULL, timestamp_ns);
         rec->reinspect = TRUE;
         g_mutex_unlock(&pleg->state_lock);
         return;

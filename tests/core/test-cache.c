@@ -209,6 +209,35 @@ START_TEST(test_cache_list_pod_uids)
 }
 END_TEST
 
+/* A pod's names: its status's, or, while its inspection fails, its listing's. */
+START_TEST(test_cache_pod_names)
+{
+    g_autoptr(Fixture) fx = fixture_new();
+    g_autofree char *namespace_ = NULL;
+    g_autofree char *name = NULL;
+
+    ck_assert(!pleg_pod_cache_get_pod_names(cache(fx), "pod1", &namespace_, &name));
+    fixture_add_pod(fx, "pod1", "s1", "c1", NULL);
+    fake_runtime_set_sandbox_metadata(fx->fake, "s1", "shop", "cart", 0);
+    fixture_add_pod(fx, "pod2", "s2", NULL);
+    fake_runtime_fail(fx->fake, FAKE_OP_POD_SANDBOX_STATUS, "s2", 1);
+    relist(fx);
+    g_ptr_array_unref(drain(fx));
+
+    ck_assert(pleg_pod_cache_get_pod_names(cache(fx), "pod1", &namespace_, &name));
+    ck_assert_str_eq(namespace_, "shop");
+    ck_assert_str_eq(name, "cart");
+    g_clear_pointer(&namespace_, g_free);
+    g_clear_pointer(&name, g_free);
+
+    ck_assert(cache_status(fx, "pod2") == NULL); /* an error entry, named by the listing */
+    ck_assert(pleg_pod_cache_get_pod_names(cache(fx), "pod2", &namespace_, &name));
+    ck_assert_str_eq(namespace_, "default");
+    ck_assert_str_eq(name, "pod-pod2");
+    ck_assert(pleg_pod_cache_get_pod_names(cache(fx), "pod2", NULL, NULL));
+}
+END_TEST
+
 /* Reinspection: a pod whose inspection failed is retried on the next relist even without
  * events, and reports PodSync when nothing else changed. */
 START_TEST(test_reinspection_pod_sync)
@@ -407,6 +436,7 @@ cache_suite(void)
     tc = tcase_create("reinspection");
     tcase_add_test(tc, test_reinspection_pod_sync);
     tcase_add_test(tc, test_reinspection_fails_again);
+    tcase_add_test(tc, test_cache_pod_names);
     tcase_add_test(tc, test_reinspection_pod_deleted);
     tcase_add_test(tc, test_reinspection_known_pod_deleted);
     suite_add_tcase(suite, tc);

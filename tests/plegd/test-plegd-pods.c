@@ -149,7 +149,7 @@ compare_strings(gconstpointer a, gconstpointer b)
 }
 
 /* One line per pod: "NS/NAME UID ips=A,B sb=ID:STATE:ATTEMPT c=NAME:STATE[:EXIT[:REASON]] ...",
- * containers sorted by name; "- UID error" for a pod whose inspection failed. */
+ * containers sorted by name; "NS/NAME UID error" for a pod whose inspection failed. */
 static char *
 summarize(JsonNode *root)
 {
@@ -164,7 +164,8 @@ summarize(JsonNode *root)
         g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
 
         if (json_object_has_member(pod, "error")) {
-            g_string_append_printf(text, "- %s error\n", string_or_dash(pod, "uid"));
+            g_string_append_printf(text, "%s/%s %s error\n", string_or_dash(pod, "namespace"),
+                                   string_or_dash(pod, "name"), string_or_dash(pod, "uid"));
             continue;
         }
         g_string_append_printf(text, "%s/%s %s ips=", string_or_dash(pod, "namespace"),
@@ -526,7 +527,8 @@ START_TEST(test_pods_removed)
 }
 END_TEST
 
-/* A pod whose inspection fails is listed, with the error and no names, until it succeeds. */
+/* A pod whose inspection fails is listed, with the error and the names its listing gave, until
+ * it succeeds; a namespace filter finds it by them. */
 START_TEST(test_pods_inspection_error)
 {
     CriSimPodSpec broken = {.uid = "u-broken", .namespace_ = "shop", .name = "broken"};
@@ -540,19 +542,19 @@ START_TEST(test_pods_inspection_error)
 
     cri_sim_set_fail(fixture.sim, "PodSandboxStatus", GRPC_INTERNAL, -1);
     add_pod(&broken);
-    root = wait_pods("", "shop/web u-web ips= sb=sb-u-web:ready:0 c=app:running\n"
-                         "- u-broken error\n");
+    root = wait_pods("", "shop/broken u-broken error\n"
+                         "shop/web u-web ips= sb=sb-u-web:ready:0 c=app:running\n");
     pod = find_pod(root, "u-broken");
     text = json_object_get_string_member(pod, "error");
     ck_assert_msg(text && text[0] != '\0', "an empty error");
-    ck_assert(json_object_get_null_member(pod, "namespace"));
-    ck_assert(json_object_get_null_member(pod, "name"));
     assert_time(pod, "observed_at");
     ck_assert_uint_eq(json_array_get_length(json_object_get_array_member(pod, "containers")), 0);
     g_clear_pointer(&root, json_node_unref);
 
-    /* Its namespace is unknown: a filter does not find it. */
-    root = wait_pods("?namespace=shop", "shop/web u-web ips= sb=sb-u-web:ready:0 c=app:running\n");
+    root = wait_pods("?namespace=shop", "shop/broken u-broken error\n"
+                                        "shop/web u-web ips= sb=sb-u-web:ready:0 c=app:running\n");
+    g_clear_pointer(&root, json_node_unref);
+    root = wait_pods("?namespace=other", "");
     g_clear_pointer(&root, json_node_unref);
 
     cri_sim_set_fail(fixture.sim, "PodSandboxStatus", 0, 0);

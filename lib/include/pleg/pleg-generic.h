@@ -337,6 +337,28 @@ guint pleg_pod_cache_get_size(PlegPodCache *cache);
 char **pleg_pod_cache_list_pod_uids(PlegPodCache *cache);
 
 /**
+ * pleg_pod_cache_get_pod_names:
+ * @cache: the cache.
+ * @pod_uid: the pod.
+ * @ret_namespace: (out) (transfer full) (optional) (nullable): the pod's namespace, %NULL when
+ *   the runtime gave none.
+ * @ret_name: (out) (transfer full) (optional) (nullable): the pod's name, likewise.
+ *
+ * The pod's namespace and name (CRI `PodSandboxMetadata`, of its newest sandbox): those of its
+ * status, or, when its last inspection failed and the cache holds only the error, those of the
+ * global relist's listing that found it.  So a host can name, and filter by namespace, a pod
+ * that the runtime lists but cannot inspect.
+ *
+ * Returns: %TRUE when the cache has an entry for @pod_uid; outputs are untouched otherwise.
+ *
+ * Thread safety: any thread; read under the cache's lock.
+ *
+ * Since: 0.3
+ */
+gboolean pleg_pod_cache_get_pod_names(PlegPodCache *cache, const char *pod_uid,
+                                      char **ret_namespace, char **ret_name);
+
+/**
  * PlegClockFunc:
  *
  * Returns the current Unix time in nanoseconds.  Tests inject a fake to drive health.
