@@ -377,7 +377,8 @@ count_messages(const char *text, const char *needle)
     guint n = 0;
 
     for (char **line = lines; *line; line++) {
-        if (strstr(*line, "plegd-Message") && strstr(*line, needle))
+        if ((strstr(*line, " NOTICE plegd: ") || strstr(*line, " WARN plegd: ")) &&
+            strstr(*line, needle))
             n++;
     }
     return n;

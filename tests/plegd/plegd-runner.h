@@ -73,7 +73,8 @@ gboolean subprocess_wait_reaped(GSubprocess *process);
 /* The base URL from plegd's "serving metrics on http://HOST:PORT" line. */
 char *plegd_runner_wait_metrics_url(PlegdRunner *runner);
 
-/* Lines of @text that plegd logged at message level containing @needle. */
+/* Lines of @text (the text format) that plegd's domain logged at notice or warning level
+ * (GLib's message level) containing @needle. */
 guint count_messages(const char *text, const char *needle);
 
 /* A fresh temporary directory, and its removal with the files in it. */
