@@ -453,18 +453,6 @@ add_broken_plugin(const char *dir, const char *name, const char *gate)
     g_free(write_file(dir, module, "this is not a shared object\n"));
 }
 
-/* The example plugin of examples/out-of-tree-plugin, built in this tree. */
-static void
-add_hello_plugin(const char *dir)
-{
-    const char *module = g_getenv("PLEG_HELLO_PLUGIN");
-    const char *key_file = g_getenv("PLEG_HELLO_PLUGIN_FILE");
-
-    ck_assert_msg(module && key_file, "PLEG_HELLO_PLUGIN(_FILE) must be set");
-    copy_file(module, dir, "libpleg-hello.so");
-    copy_file(key_file, dir, "hello.plugin");
-}
-
 START_TEST(test_config_file)
 {
     g_autofree char *contents = NULL;
