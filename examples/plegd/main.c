@@ -51,63 +51,6 @@ typedef struct {
     gboolean stopping;
 } App;
 
-/* ---- logging ---- */
-
-/* plegd's own domain, and the plugins' ("pleg-<name>", set by the host). */
-static gboolean
-is_operator_domain(const GLogField *fields, gsize n_fields)
-{
-    for (gsize i = 0; i < n_fields; i++) {
-        g_autofree char *domain = NULL;
-
-        if (!g_str_equal(fields[i].key, "GLIB_DOMAIN") || !fields[i].value)
-            continue;
-        domain = fields[i].length < 0 ? g_strdup(fields[i].value)
-                                      : g_strndup(fields[i].value, fields[i].length);
-        return g_str_equal(domain, G_LOG_DOMAIN) || g_str_has_prefix(domain, "pleg-");
-    }
-    return FALSE;
-}
-
-/* GLib's default writer hides info unless G_MESSAGES_DEBUG asks; plegd's own info and its
- * plugins' are for the operator, so show them.  Everything else (the library logs at debug)
- * keeps the default rules. */
-static GLogWriterOutput
-write_log(GLogLevelFlags log_level, const GLogField *fields, gsize n_fields, gpointer user_data)
-{
-    if ((log_level & G_LOG_LEVEL_MASK) == G_LOG_LEVEL_INFO && is_operator_domain(fields, n_fields)) {
-        if (g_log_writer_is_journald(fileno(stderr)) &&
-            g_log_writer_journald(log_level, fields, n_fields, user_data) == G_LOG_WRITER_HANDLED)
-            return G_LOG_WRITER_HANDLED;
-        return g_log_writer_standard_streams(log_level, fields, n_fields, user_data);
-    }
-    return g_log_writer_default(log_level, fields, n_fields, user_data);
-}
-
-/* plegd logs from several threads (main, plugins, output writer), and GLib's text writer
- * formats each record's time with localtime(), whose result is one static buffer per process:
- * two records written at once could show each other's time (ThreadSanitizer reports it).
- * One record at a time; the writers only format and write a line. */
-static GLogWriterOutput
-log_writer(GLogLevelFlags log_level, const GLogField *fields, gsize n_fields, gpointer user_data)
-{
-    static GMutex lock;
-    GLogWriterOutput output;
-
-    g_mutex_lock(&lock);
-    output = write_log(log_level, fields, n_fields, user_data);
-    g_mutex_unlock(&lock);
-    return output;
-}
-
-static void
-setup_logging(void)
-{
-    /* stdout carries the events. */
-    g_log_writer_default_set_use_stderr(TRUE);
-    g_log_set_writer_func(log_writer, NULL, NULL);
-}
-
 /* ---- command line and configuration file ---- */
 
 /* ---- main loop callbacks ---- */
@@ -560,7 +503,7 @@ run(const PlegdOptions *options)
         if (options->http_idle_timeout_usec > 0)
             plegd_http_set_idle_timeout(http, options->http_idle_timeout_usec);
         if (!plegd_http_listen(http, options->metrics_address, &url, &error)) {
-            g_printerr("plegd: %s\n", error->message);
+            plegd_log_error("%s", error->message);
             return EXIT_FAILURE;
         }
         g_info("serving metrics on %s", url);
@@ -594,7 +537,7 @@ run(const PlegdOptions *options)
     pleg_host_set_relist_callback(host, on_relist, &app, NULL);
     signal_source = add_signal_source(&app, &signal_fd, &error);
     if (!signal_source) {
-        g_printerr("plegd: %s\n", error->message);
+        plegd_log_error("%s", error->message);
         return EXIT_FAILURE;
     }
 
@@ -611,7 +554,7 @@ run(const PlegdOptions *options)
     if (started) {
         g_main_loop_run(loop);
     } else {
-        g_printerr("plegd: %s\n", error->message);
+        plegd_log_error("%s", error->message);
         app.exit_status = EXIT_FAILURE;
     }
 
@@ -706,13 +649,16 @@ main(int argc, char **argv)
     handled_signals(&signals);
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     setlocale(LC_ALL, "");
-    setup_logging();
+    plegd_log_init();
 
     if (!plegd_options_parse(&argc, &argv, &options, &error)) {
+        /* What was logged while reading them (a --config warning) comes first. */
+        plegd_log_start(PLEGD_LOG_FORMAT_TEXT, 0);
         g_printerr("plegd: %s\n", error->message);
         g_printerr("Run 'plegd --help' to list the options.\n");
         return EXIT_BAD_FLAG;
     }
+    plegd_log_start(options.logging_format, options.verbosity);
     if (options.version) {
         g_print("plegd %s\n", PLEG_VERSION);
         return EXIT_SUCCESS;

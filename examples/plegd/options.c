@@ -35,6 +35,8 @@ typedef enum {
     SETTING_MAX_STATUS_CALLS,
     SETTING_EVENTS_JOURNAL,
     SETTING_STATE_DIR,
+    SETTING_VERBOSITY,
+    SETTING_LOGGING_FORMAT,
     N_SETTINGS,
 } SettingId;
 
@@ -52,6 +54,8 @@ static const char *const setting_names[N_SETTINGS] = {
     [SETTING_MAX_STATUS_CALLS] = "max-status-calls-in-flight",
     [SETTING_EVENTS_JOURNAL] = "events-journal",
     [SETTING_STATE_DIR] = "state-dir",
+    [SETTING_VERBOSITY] = "v",
+    [SETTING_LOGGING_FORMAT] = "logging-format",
 };
 
 #define CONFIG_GROUP       PLEGD_CONFIG_GROUP
@@ -170,6 +174,20 @@ parse_events_journal(const Settings *settings, PlegdEventsJournal *ret_mode, GEr
         *ret_mode = PLEGD_EVENTS_JOURNAL_NO;
     else
         return bad_setting(error, settings, SETTING_EVENTS_JOURNAL, "expected auto, yes or no");
+    return TRUE;
+}
+
+static gboolean
+parse_logging_format(const Settings *settings, PlegdLogFormat *ret_format, GError **error)
+{
+    const char *text = settings->values[SETTING_LOGGING_FORMAT];
+
+    if (!text || g_str_equal(text, "text"))
+        *ret_format = PLEGD_LOG_FORMAT_TEXT;
+    else if (g_str_equal(text, "json"))
+        *ret_format = PLEGD_LOG_FORMAT_JSON;
+    else
+        return bad_setting(error, settings, SETTING_LOGGING_FORMAT, "expected text or json");
     return TRUE;
 }
 
@@ -550,7 +568,9 @@ parse_values(const Settings *settings, PlegdOptions *parsed, GError **error)
            parse_count(settings, SETTING_MAX_STATUS_CALLS, PLEG_DEFAULT_MAX_STATUS_CALLS_IN_FLIGHT,
                        1, PLEGD_MAX_STATUS_CALLS_IN_FLIGHT_MAX, &parsed->max_status_calls_in_flight,
                        error) &&
-           parse_events_journal(settings, &parsed->events_journal, error);
+           parse_events_journal(settings, &parsed->events_journal, error) &&
+           parse_count(settings, SETTING_VERBOSITY, 0, 0, G_MAXINT32, &parsed->verbosity, error) &&
+           parse_logging_format(settings, &parsed->logging_format, error);
 }
 
 /* The host checks the endpoint it is given, and main.c names the file when it came from there.
@@ -675,6 +695,16 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
          "Keep the events and what the PLEG knows in DIR, so that a restart resumes where it "
          "stopped (created 0700 when missing; default: none, nothing survives a restart)",
          "DIR"},
+        {"v", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_VERBOSITY],
+         "Log verbosity, as kubelet's: 0 shows plegd's and its plugins' info and every "
+         "notice, warning and error; " G_STRINGIFY(PLEGD_LOG_V_INFO) " adds other info; "
+         G_STRINGIFY(PLEGD_LOG_V_DEBUG) " adds the debug of plegd, libpleg and the plugins; "
+         G_STRINGIFY(PLEGD_LOG_V_TRACE) " all debug (default 0)",
+         "N"},
+        {"logging-format", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_LOGGING_FORMAT],
+         "Log lines on stderr: text or json, one object per line; under the journal records go "
+         "to it with their fields whatever the format (default text)",
+         "text|json"},
         {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
         /* Test hooks: limits that tests cannot wait for or fill at their defaults. */
         {"http-idle-timeout", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &http_idle_timeout,
@@ -705,7 +735,8 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
         "applied\nafter [FeatureGates], each one in the order given (the last value of a gate "
         "wins).  Gates\nthat plugins declare in their .plugin files (in the plugin directory) "
         "can be set like the\nbuilt-in ones.\n"
-        "Logs go to stderr; G_MESSAGES_DEBUG=plegd,pleg shows debug logs.\n"
+        "Logs go to stderr, or to the journal when stderr is journald's; G_MESSAGES_DEBUG=\n"
+        "DOMAIN,... also shows the info and debug records of the domains it names, whatever --v.\n"
         "Durations use Go syntax: 500ms, 1s, 3m, 1h30m.");
     g_option_context_add_main_entries(context, entries, NULL);
     if (!g_option_context_parse(context, argc, argv, &local_error)) {

@@ -33,6 +33,20 @@ typedef enum {
 } PlegdEventsJournal;
 
 /**
+ * PlegdLogFormat:
+ * @PLEGD_LOG_FORMAT_TEXT: one line per record: an RFC 3339 time with microseconds and the
+ *   local zone's offset, a level word, the domain, the message, the record's fields as
+ *   key=value.
+ * @PLEGD_LOG_FORMAT_JSON: one JSON object per record, with kubelet's keys (ts, msg, v, ...).
+ *
+ * How log records are written to standard error: --logging-format (plegd_log_format_record()).
+ */
+typedef enum {
+    PLEGD_LOG_FORMAT_TEXT,
+    PLEGD_LOG_FORMAT_JSON,
+} PlegdLogFormat;
+
+/**
  * PlegdOptions:
  * @endpoint: the CRI endpoint, from the command line, the file or the build-time default.
  * @endpoint_origin: (nullable): the --config file @endpoint came from; %NULL: command line
@@ -54,6 +68,8 @@ typedef enum {
  *   microseconds.
  * @state_dir: (nullable): --state-dir, where the events and the PLEG's records are kept across
  *   restarts; %NULL: nowhere.
+ * @logging_format: --logging-format.
+ * @verbosity: --v, kubelet's log verbosity (see plegd_log_record_verbosity()).
  *
  * What plegd runs with.  Durations are in microseconds.
  */
@@ -79,6 +95,8 @@ typedef struct {
     guint journal_max_queue;
     char *state_dir;
     guint64 events_first_seq;
+    PlegdLogFormat logging_format;
+    guint verbosity;
 } PlegdOptions;
 
 /**
@@ -1221,6 +1239,8 @@ const char *plegd_default_plugin_dir(const char *exe_path, const char **ret_orig
 /** Returns: (transfer full) (nullable): the real path of /proc/self/exe. */
 char *plegd_get_exe_path(void);
 
+/* log.c: the writer of every log record of the process. */
+
 /**
  * plegd_log_warning:
  *
@@ -1228,5 +1248,91 @@ char *plegd_get_exe_path(void);
  * prefixed with "warning: ".  (GLib's warning level means a bug.)
  */
 void plegd_log_warning(const char *format, ...) G_GNUC_PRINTF(1, 2);
+
+/**
+ * plegd_log_error:
+ *
+ * Logs why plegd stops with a failure: message level in plegd's domain (GLib's error level
+ * aborts), journald priority 3, shown as ERROR.
+ */
+void plegd_log_error(const char *format, ...) G_GNUC_PRINTF(1, 2);
+
+/* The --v at which info records of other domains than plegd's and the plugins' (GLib's,
+ * libsoup's) are shown; plegd's, the plugins' and every record above info are shown at 0. */
+#define PLEGD_LOG_V_INFO 2
+/* The --v at which debug records of plegd, libpleg ("pleg") and the plugins are shown. */
+#define PLEGD_LOG_V_DEBUG 4
+/* The --v at which debug records of every other domain are shown. */
+#define PLEGD_LOG_V_TRACE 5
+
+/**
+ * plegd_log_record_verbosity:
+ * @level: the record's GLib level.
+ * @fields: (array length=n_fields): the record's fields, GLIB_DOMAIN and PRIORITY among them
+ *   when it has them.
+ *
+ * The least --v at which a record is shown: 0 for a priority of 5 (notice) or less, and for
+ *   info (6) of plegd's or a plugin's domain; %PLEGD_LOG_V_INFO for other info records;
+ *   %PLEGD_LOG_V_DEBUG for debug (7) of plegd, libpleg and the plugins; %PLEGD_LOG_V_TRACE for
+ *   other debug records.  The priority is the PRIORITY field, else the one GLib gives the level
+ *   (error 3, critical and warning 4, message 5, info 6, debug 7).
+ *
+ * Thread safety: any thread.
+ */
+guint plegd_log_record_verbosity(GLogLevelFlags level, const GLogField *fields, gsize n_fields);
+
+/**
+ * plegd_log_format_record:
+ * @time_usec: when the record was made, in microseconds since the epoch.
+ * @zone: (nullable): the zone of the text format's time; %NULL: the local zone.
+ *
+ * Formats one record.  Text: "TIME LEVEL DOMAIN: MESSAGE key=value ...", TIME as
+ * "2026-12-04T23:41:07.123456+01:00", LEVEL the priority's word (ERROR for 0 to 3, WARN,
+ * NOTICE, INFO, DEBUG; ERROR too for GLib's warning and critical levels, which mean a bug),
+ * "DOMAIN: " only when the record has one; in the message control
+ * characters and bytes that are not UTF-8 are escaped (\n, \xNN); each field but GLib's own
+ * (MESSAGE, PRIORITY, GLIB_DOMAIN, GLIB_OLD_LOG_API, CODE_*, MESSAGE_ID, SYSLOG_IDENTIFIER) as
+ * " key=value", the key in lower case, the value in double quotes with \" \\ \n \xNN escapes
+ * when it is empty or holds a space, '"', '=', '\\' or a control character, left out when the
+ * message shows it as " key=" already.  JSON: {"ts": milliseconds since the epoch (a number
+ * with microseconds, as kubelet's "ts"), "level", "logger": the domain, "caller": "file.c:LINE"
+ * when known, "msg", "v": plegd_log_record_verbosity() (absent for ERROR and WARN, as kubelet
+ * leaves it out of errors), then each field as in the text, a string, its key in upper case
+ * when in lower case it would be one of those}.  A priority 4 message's leading "warning: " is
+ * left out in both (the level says it).
+ *
+ * Returns: (transfer full): the line and its newline.
+ *
+ * Thread safety: any thread.
+ */
+char *plegd_log_format_record(PlegdLogFormat format, GLogLevelFlags level,
+                              const GLogField *fields, gsize n_fields, gint64 time_usec,
+                              GTimeZone *zone);
+
+/**
+ * plegd_log_init:
+ *
+ * Makes plegd's writer GLib's log writer (g_log_set_writer_func()).  Records are held until
+ * plegd_log_start() says how to write them (a --config warning comes before the options are
+ * known), except an error or a record that G_DEBUG makes fatal: those, and the held ones
+ * before them, are written at once as text at --v=0.
+ *
+ * Thread safety: once, first thing in main(), before any thread exists.
+ */
+void plegd_log_init(void);
+
+/**
+ * plegd_log_start:
+ * @format: how records go to standard error.
+ * @verbosity: --v: records whose plegd_log_record_verbosity() is above it are dropped, unless
+ *   G_MESSAGES_DEBUG names their domain (or is "all") and the level is info or debug.
+ *
+ * Writes the held records, then every record as it comes: to the journal, natively with its
+ * fields (g_log_writer_journald()), when standard error is journald's stream (whatever
+ * @format), else to standard error in @format.
+ *
+ * Thread safety: any thread, after plegd_log_init().
+ */
+void plegd_log_start(PlegdLogFormat format, guint verbosity);
 
 G_END_DECLS

@@ -88,25 +88,3 @@ plegd_get_exe_path(void)
         return g_steal_pointer(&link);
     return real;
 }
-
-void
-plegd_log_warning(const char *format, ...)
-{
-    g_autofree char *message = NULL;
-    g_autofree char *text = NULL;
-    va_list args;
-    GLogField fields[3];
-
-    va_start(args, format);
-    message = g_strdup_vprintf(format, args);
-    va_end(args);
-    text = g_strconcat("warning: ", message, NULL);
-
-    /* GLib's WARNING level means a bug (and aborts under G_DEBUG=fatal-warnings); this is the
-     * operator's warning: message level, journald priority 4.  (g_log_structured() would add a
-     * PRIORITY of its own.) */
-    fields[0] = (GLogField){"GLIB_DOMAIN", G_LOG_DOMAIN, -1};
-    fields[1] = (GLogField){"PRIORITY", "4", -1};
-    fields[2] = (GLogField){"MESSAGE", text, -1};
-    g_log_structured_array(G_LOG_LEVEL_MESSAGE, fields, G_N_ELEMENTS(fields));
-}

@@ -377,10 +377,39 @@ count_messages(const char *text, const char *needle)
     guint n = 0;
 
     for (char **line = lines; *line; line++) {
-        if (strstr(*line, "plegd-Message") && strstr(*line, needle))
+        if ((strstr(*line, " NOTICE plegd: ") || strstr(*line, " WARN plegd: ")) &&
+            strstr(*line, needle))
             n++;
     }
     return n;
+}
+
+double
+plegd_metric(const char *base, const char *series)
+{
+    g_autofree char *url = g_strconcat(base, "/metrics", NULL);
+    g_autofree char *body = NULL;
+    g_auto(GStrv) lines = NULL;
+
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
+    lines = g_strsplit(body, "\n", -1);
+    for (char **line = lines; *line; line++) {
+        if (g_str_has_prefix(*line, series) && (*line)[strlen(series)] == ' ')
+            return g_ascii_strtod(*line + strlen(series) + 1, NULL);
+    }
+    ck_abort_msg("no %s on /metrics:\n%s", series, body);
+    return -1;
+}
+
+void
+add_hello_plugin(const char *dir)
+{
+    const char *module = g_getenv("PLEG_HELLO_PLUGIN");
+    const char *key_file = g_getenv("PLEG_HELLO_PLUGIN_FILE");
+
+    ck_assert_msg(module && key_file, "PLEG_HELLO_PLUGIN(_FILE) must be set");
+    copy_file(module, dir, "libpleg-hello.so");
+    copy_file(key_file, dir, "hello.plugin");
 }
 
 char *

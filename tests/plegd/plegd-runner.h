@@ -73,8 +73,17 @@ gboolean subprocess_wait_reaped(GSubprocess *process);
 /* The base URL from plegd's "serving metrics on http://HOST:PORT" line. */
 char *plegd_runner_wait_metrics_url(PlegdRunner *runner);
 
-/* Lines of @text that plegd logged at message level containing @needle. */
+/* Lines of @text (the text format) that plegd's domain logged at notice or warning level
+ * (GLib's message level) containing @needle. */
 guint count_messages(const char *text, const char *needle);
+
+/* The value of @series ("name" or "name{labels}") on the /metrics of plegd at @base; fails the
+ * test when plegd does not answer or does not have the series. */
+double plegd_metric(const char *base, const char *series);
+
+/* Copies the example plugin of examples/out-of-tree-plugin, built in this tree
+ * ($PLEG_HELLO_PLUGIN and $PLEG_HELLO_PLUGIN_FILE), into @dir. */
+void add_hello_plugin(const char *dir);
 
 /* A fresh temporary directory, and its removal with the files in it. */
 char *make_tmpdir(void);

@@ -4,7 +4,8 @@
  * mount namespace of its own, each test a fresh tmpfs on /run (and on /var/log/journal) in it;
  * a test starts systemd-journald there when it needs one, and reads what arrived with
  * `journalctl -D /run/log/journal -o json`.  Then the journal that is not there, and the one
- * that does not read: plegd keeps running, serves /metrics and counts the drops.
+ * that does not read: plegd keeps running, serves /metrics and counts the drops.  Last, plegd's
+ * own log records, its stderr connected to journald as under systemd.
  *
  * Needs root (a mount namespace) and systemd-journald: without them the tests fail, never skip.
  */
@@ -269,22 +270,10 @@ add_shop_web(void)
                   error ? error->message : "");
 }
 
-/* A series of /metrics, "name{labels}"; fails the test when plegd does not answer. */
 static double
 metric(const char *series)
 {
-    g_autofree char *url = g_strconcat(fixture.base, "/metrics", NULL);
-    g_autofree char *body = NULL;
-    g_auto(GStrv) lines = NULL;
-
-    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
-    lines = g_strsplit(body, "\n", -1);
-    for (char **line = lines; *line; line++) {
-        if (g_str_has_prefix(*line, series) && (*line)[strlen(series)] == ' ')
-            return g_ascii_strtod(*line + strlen(series) + 1, NULL);
-    }
-    ck_abort_msg("no %s on /metrics:\n%s", series, body);
-    return -1;
+    return plegd_metric(fixture.base, series);
 }
 
 static void
@@ -587,6 +576,138 @@ START_TEST(test_journal_not_read)
 }
 END_TEST
 
+/* ---- plegd's log records ---- */
+
+#define JOURNAL_STDOUT "/run/systemd/journal/stdout"
+
+/* A stream to journald as systemd gives a service with StandardError=journal: connected to
+ * its stdout socket, the stream's header sent. */
+static int
+connect_journal_stream(void)
+{
+    static const char header[] = "plegd\n\n6\n0\n0\n0\n0\n";
+    struct sockaddr_un address = {.sun_family = AF_UNIX, .sun_path = JOURNAL_STDOUT};
+    gint64 end = deadline();
+    struct stat st;
+    int fd;
+
+    while (stat(JOURNAL_STDOUT, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+        ck_assert_msg(g_get_monotonic_time() < end, "journald never made " JOURNAL_STDOUT);
+        g_usleep(10 * 1000);
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&address, sizeof address) == 0,
+                  "connect " JOURNAL_STDOUT ": %s", g_strerror(errno));
+    ck_assert_int_eq(write(fd, header, strlen(header)), (int)strlen(header));
+    return fd;
+}
+
+static void
+stderr_to(gpointer fd)
+{
+    dup2(GPOINTER_TO_INT(fd), STDERR_FILENO);
+}
+
+/* plegd with the example plugin hello (an info record with a PLUGIN field at start, a debug
+ * "tick" every second), its stderr the journal's stream; @verbosity is its --v.  Sets
+ * fixture.base from the "serving metrics on" record.  Returns: (transfer full): plegd's pid. */
+static char *
+start_plegd_to_journal(const char *plugin_dir_arg, const char *verbosity)
+{
+    const char *args[] = {fixture.endpoint_arg,
+                          "--relist-period=100ms",
+                          "--metrics-bind-address=127.0.0.1:0",
+                          "--events-journal=no",
+                          plugin_dir_arg,
+                          "--feature-gates=HelloPlugin=true",
+                          "--logging-format=json",
+                          verbosity,
+                          NULL};
+    int fd = connect_journal_stream();
+    g_autofree char *pid = NULL;
+    g_autofree char *pid_match = NULL;
+    gint64 end = deadline();
+
+    fixture.plegd = plegd_runner_spawn_with_setup(NULL, -1, stderr_to, GINT_TO_POINTER(fd), args);
+    close(fd);
+    pid = g_strdup(plegd_runner_get_pid(fixture.plegd));
+    pid_match = g_strconcat("_PID=", pid, NULL);
+    while (!fixture.base) {
+        g_autoptr(GPtrArray) entries =
+            read_journal((const char *const[]){pid_match, "GLIB_DOMAIN=plegd", NULL});
+
+        for (guint i = 0; i < entries->len && !fixture.base; i++) {
+            g_autofree char *message = entry_get(entries->pdata[i], "MESSAGE");
+
+            if (g_str_has_prefix(message, "serving metrics on "))
+                fixture.base = g_strdup(message + strlen("serving metrics on "));
+        }
+        ck_assert_msg(fixture.base || g_get_monotonic_time() < end,
+                      "no \"serving metrics on\" record of plegd in the journal");
+        if (!fixture.base)
+            g_usleep(50 * 1000);
+    }
+    return g_steal_pointer(&pid);
+}
+
+/* With its stderr connected to journald (the shipped unit's StandardError=journal), plegd's
+ * log records go to the journal natively, with PRIORITY, GLIB_DOMAIN, GLib's CODE_* and the
+ * plugin's own fields, whatever --logging-format (json here); --v chooses them as on a
+ * terminal: the plugin's debug record at --v=4, none at --v=0. */
+START_TEST(test_log_records)
+{
+    g_autofree char *plugin_dir = NULL;
+    g_autofree char *plugin_dir_arg = NULL;
+    g_autofree char *pid = NULL;
+    g_autofree char *pid_match = NULL;
+    g_autoptr(GPtrArray) ticks = NULL;
+    g_autoptr(GPtrArray) started = NULL;
+    g_autoptr(GPtrArray) running = NULL;
+    g_autoptr(GPtrArray) debug = NULL;
+
+    setup_full(TRUE);
+    plugin_dir = g_build_filename(fixture.dir, "plugins", NULL);
+    ck_assert_int_eq(g_mkdir_with_parents(plugin_dir, 0755), 0);
+    add_hello_plugin(plugin_dir);
+    plugin_dir_arg = g_strconcat("--plugin-dir=", plugin_dir, NULL);
+
+    pid = start_plegd_to_journal(plugin_dir_arg, "--v=4");
+    pid_match = g_strconcat("_PID=", pid, NULL);
+    ticks = wait_journal(
+        1, (const char *const[]){pid_match, "GLIB_DOMAIN=pleg-hello", "PRIORITY=7", NULL});
+    assert_entry_field(ticks->pdata[0], "MESSAGE", "tick");
+    assert_entry_field(ticks->pdata[0], "PLUGIN", "hello");
+    started = wait_journal(
+        1, (const char *const[]){pid_match, "GLIB_DOMAIN=pleg-hello", "PRIORITY=6", NULL});
+    assert_entry_field(started->pdata[0], "MESSAGE",
+                       "started: counting seconds in pleg_hello_ticks_total");
+    assert_entry_field(started->pdata[0], "PLUGIN", "hello");
+    running = wait_journal(1, (const char *const[]){pid_match, "MESSAGE=plugin hello: running",
+                                                    NULL});
+    assert_entry_field(running->pdata[0], "GLIB_DOMAIN", "plegd");
+    assert_entry_field(running->pdata[0], "PRIORITY", "6");
+    assert_entry_field(running->pdata[0], "CODE_FUNC", "log_plugins");
+    ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
+    g_clear_pointer(&fixture.plegd, plegd_runner_free);
+    g_clear_pointer(&fixture.base, g_free);
+    g_clear_pointer(&pid, g_free);
+    g_clear_pointer(&pid_match, g_free);
+
+    /* At --v=0 hello ticks, and logs nothing of it. */
+    pid = start_plegd_to_journal(plugin_dir_arg, "--v=0");
+    pid_match = g_strconcat("_PID=", pid, NULL);
+    wait_metric_at_least("pleg_hello_ticks_total", 2);
+    ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
+    /* The last record: the ones before it are in the journal too. */
+    g_ptr_array_unref(wait_journal(1, (const char *const[]){pid_match, "MESSAGE=stopped", NULL}));
+    debug = read_journal((const char *const[]){pid_match, "PRIORITY=7", NULL});
+    ck_assert_uint_eq(debug->len, 0);
+    g_ptr_array_unref(wait_journal(
+        1, (const char *const[]){pid_match, "GLIB_DOMAIN=pleg-hello", "PRIORITY=6", NULL}));
+}
+END_TEST
+
 static Suite *
 journal_suite(void)
 {
@@ -599,6 +720,7 @@ journal_suite(void)
     tcase_add_test(tc, test_plegd_entries);
     tcase_add_test(tc, test_no_journald);
     tcase_add_test(tc, test_journal_not_read);
+    tcase_add_test(tc, test_log_records);
     suite_add_tcase(suite, tc);
 
     tc = tcase_create("names");

@@ -453,18 +453,6 @@ add_broken_plugin(const char *dir, const char *name, const char *gate)
     g_free(write_file(dir, module, "this is not a shared object\n"));
 }
 
-/* The example plugin of examples/out-of-tree-plugin, built in this tree. */
-static void
-add_hello_plugin(const char *dir)
-{
-    const char *module = g_getenv("PLEG_HELLO_PLUGIN");
-    const char *key_file = g_getenv("PLEG_HELLO_PLUGIN_FILE");
-
-    ck_assert_msg(module && key_file, "PLEG_HELLO_PLUGIN(_FILE) must be set");
-    copy_file(module, dir, "libpleg-hello.so");
-    copy_file(key_file, dir, "hello.plugin");
-}
-
 START_TEST(test_config_file)
 {
     g_autofree char *contents = NULL;
@@ -1033,7 +1021,7 @@ START_TEST(test_config_duplicate_key)
     g_free(plegd_runner_wait_metrics_url(plegd));
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
     err = plegd_runner_get_stderr(plegd);
-    ck_assert_msg(count_messages(err, "warning: --config") == 2, "%s", err);
+    ck_assert_msg(count_messages(err, "WARN plegd: --config") == 2, "%s", err);
     ck_assert_msg(strstr(err, ": line 4 sets relist-period in [plegd] again (first on line 2); "
                               "the last one is used"),
                   "%s", err);
@@ -1058,7 +1046,7 @@ START_TEST(test_config_no_duplicate_no_warning)
     assert_stderr_shows(plegd, "every 200ms");
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
     err = plegd_runner_get_stderr(plegd);
-    ck_assert_msg(!strstr(err, "warning"), "%s", err);
+    ck_assert_msg(!strstr(err, " WARN "), "%s", err);
 }
 END_TEST
 
@@ -1078,7 +1066,7 @@ START_TEST(test_build_tree_plugins)
     assert_stderr_shows(plegd, "plugin watchdog: running");
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
     err = plegd_runner_get_stderr(plegd);
-    ck_assert_msg(!strstr(err, "warning"), "%s", err);
+    ck_assert_msg(!strstr(err, " WARN "), "%s", err);
 }
 END_TEST
 
@@ -1093,11 +1081,11 @@ START_TEST(test_disable_unknown_plugin_warns)
     g_autofree char *err = NULL;
 
     assert_stderr_shows(plegd, "plugin watchdog: disabled (--disable-plugins)");
-    assert_stderr_shows(plegd, "warning: --disable-plugins names evnted, but no plugin in the "
+    assert_stderr_shows(plegd, "WARN plegd: --disable-plugins names evnted, but no plugin in the "
                                "search path has that name");
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
     err = plegd_runner_get_stderr(plegd);
-    ck_assert_uint_eq(count_messages(err, "warning"), 1);
+    ck_assert_uint_eq(count_messages(err, " WARN "), 1);
 }
 END_TEST
 
@@ -1153,15 +1141,15 @@ START_TEST(test_missing_and_empty_plugin_dir)
     g_autofree char *plugin_dir_arg =
         g_strdup_printf("--plugin-dir=%s:%s", missing, cfg.plugin_dir);
     g_autofree char *want_missing =
-        g_strdup_printf("warning: plugin folder %s does not exist: no plugins from it", missing);
+        g_strdup_printf("WARN plegd: plugin folder %s does not exist: no plugins from it", missing);
     g_autofree char *want_empty = g_strdup_printf(
-        "warning: plugin folder %s has no .plugin files: no plugins from it", cfg.plugin_dir);
+        "WARN plegd: plugin folder %s has no .plugin files: no plugins from it", cfg.plugin_dir);
     g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(NULL, endpoint_arg, plugin_dir_arg,
                                                       "--relist-period=100ms",
                                                       "--metrics-bind-address=");
     g_autofree char *err = NULL;
 
-    assert_stderr_shows(plegd, "warning: no plugins loaded from ");
+    assert_stderr_shows(plegd, "WARN plegd: no plugins loaded from ");
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
     err = plegd_runner_get_stderr(plegd);
     ck_assert_msg(count_messages(err, want_missing) == 1, "%s", err);
@@ -1185,7 +1173,7 @@ START_TEST(test_plugin_failure_logged_once)
     ck_assert_msg(count_occurrences(err, "libbroken.so") == 1, "%s", err);
     ck_assert_msg(count_messages(err, "plugin broken: failed: cannot open the module: ") == 1,
                   "%s", err);
-    ck_assert_msg(!strstr(err, "pleg-Message"), "%s", err);
+    ck_assert_msg(!strstr(err, " NOTICE pleg: ") && !strstr(err, " WARN pleg: "), "%s", err);
 }
 END_TEST
 

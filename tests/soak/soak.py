@@ -569,7 +569,7 @@ def main():
             if rc != 0:
                 failures.append(f"plegd exited with {rc} on SIGTERM")
             for _, line in plegd.stderr_lines():
-                if re.search(r"-(WARNING|CRITICAL|ERROR) \*\*", line):
+                if re.match(r"\S+ ERROR ", line):
                     failures.append(f"plegd logged: {line}")
         if sim:
             rc = sim.quit()
