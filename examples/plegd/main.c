@@ -431,6 +431,8 @@ run(const PlegdOptions *options)
     g_autoptr(PlegdRelistMonitor) monitor = NULL;
     g_autoptr(GMainLoop) loop = NULL;
     g_autoptr(PlegHost) host = NULL;
+    /* Freed after the server that shows them. */
+    g_autoptr(GPtrArray) plugin_statuses = NULL;
     g_autoptr(PlegdHttp) http = NULL;
     g_autoptr(PlegdOutput) output = NULL;
     g_autoptr(PlegdEvents) events = NULL;
@@ -551,6 +553,8 @@ run(const PlegdOptions *options)
     g_info("plegd %s: relisting %s every %s", PLEG_VERSION, shown_endpoint, period);
     started = pleg_host_start(host, &error);
     log_plugins(host, plugin_dir, plugin_dir_origin, config.disabled_plugins);
+    if (started && http)
+        plugin_statuses = plegd_show_plugin_statuses(http, host);
     if (started) {
         g_main_loop_run(loop);
     } else {

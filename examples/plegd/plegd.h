@@ -1225,6 +1225,21 @@ char *plegd_describe_plugin(const PlegPluginInfo *info);
 char *plegd_check_plugin_dir(const char *dir);
 
 /**
+ * plegd_show_plugin_statuses:
+ * @http: the server whose /readyz?verbose shows them.
+ * @host: (transfer none): a started host; must outlive @http.
+ *
+ * Adds a line "[+]NAME ok (informational): MESSAGE" to /readyz?verbose
+ * (plegd_http_add_readiness_info()) for each plugin that has set a status by the time its start
+ * returned (pleg_host_get_plugin_statuses(): the evented watcher's "connected since ..."),
+ * showing the status it has when asked: its message, escaped (or its state word when it gave
+ * no message).  Such a line never fails readiness.
+ *
+ * Returns: (transfer full): what the lines read, to be freed after @http.
+ */
+GPtrArray *plegd_show_plugin_statuses(PlegdHttp *http, PlegHost *host);
+
+/**
  * plegd_default_plugin_dir:
  * @exe_path: (nullable): plegd's own executable, resolved (plegd_get_exe_path()).
  * @ret_origin: (out) (transfer none): where the answer comes from, for the log.

@@ -58,6 +58,49 @@ plegd_check_plugin_dir(const char *dir)
     return g_strdup("has no .plugin files");
 }
 
+/* What one /readyz?verbose line of a plugin's status reads. */
+typedef struct {
+    PlegHost *host;
+    char *name;
+} StatusLine;
+
+static void
+status_line_free(StatusLine *line)
+{
+    g_free(line->name);
+    g_free(line);
+}
+
+/* The plugin's message as it is now: its own text, escaped and cut like a checker's reason. */
+static char *
+describe_status(gpointer data)
+{
+    StatusLine *line = data;
+    g_autoptr(PlegPluginStatus) status = pleg_host_get_plugin_status(line->host, line->name);
+
+    if (!status)
+        return g_strdup("no status");
+    return pleg_log_text(*status->message ? status->message : status->state, -1, 1024);
+}
+
+GPtrArray *
+plegd_show_plugin_statuses(PlegdHttp *http, PlegHost *host)
+{
+    g_autoptr(GPtrArray) statuses = pleg_host_get_plugin_statuses(host);
+    GPtrArray *lines = g_ptr_array_new_with_free_func((GDestroyNotify)status_line_free);
+
+    for (guint i = 0; i < statuses->len; i++) {
+        const PlegPluginStatus *status = g_ptr_array_index(statuses, i);
+        StatusLine *line = g_new0(StatusLine, 1);
+
+        line->host = host;
+        line->name = g_strdup(status->name);
+        g_ptr_array_add(lines, line);
+        plegd_http_add_readiness_info(http, line->name, describe_status, line);
+    }
+    return lines;
+}
+
 /* Without --plugin-dir, a plegd run from its build tree loads that tree's plugins: nobody has
  * to know where meson put them, and an installed plegd never looks into a build tree. */
 const char *

@@ -66,6 +66,7 @@ struct _PlegHost {
     GStrv required_plugins;
 
     PlegHealthRegistry *health;
+    PlegStatusBoard *statuses; /* the plugins' set_status, a row per plugin given services */
     int pleg_running;
     gint64 relist_threshold_usec;
     gint64 liveness_window_usec; /* pleg_host_liveness_window() */

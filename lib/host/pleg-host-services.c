@@ -65,6 +65,8 @@ pleg_host_init_services(PluginEntry *entry)
         .metrics = entry->host->metrics,
         .health = pleg_health_registry_ref(entry->host->health),
         .log_domain = entry->log_domain,
+        .status = pleg_status_board_ref(entry->host->statuses),
     };
+    pleg_status_board_add(entry->base.status, &entry->base, entry->info.name);
     pleg_services_init(&entry->services, &entry->base);
 }

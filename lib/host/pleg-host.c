@@ -178,6 +178,7 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
     self->own_gates = g_steal_pointer(&own_gates);
     self->gates = gates;
     self->health = pleg_health_registry_new();
+    self->statuses = pleg_status_board_new();
     self->subscriptions = g_ptr_array_new();
     self->removed = g_ptr_array_new();
     self->plugins = g_ptr_array_new_with_free_func((GDestroyNotify)pleg_plugin_entry_free);
@@ -269,6 +270,7 @@ pleg_host_free(PlegHost *self)
     pleg_health_registry_unref(self->health);
 
     g_ptr_array_unref(self->plugins);
+    pleg_status_board_unref(self->statuses);
     pleg_generic_free(self->pleg);
     if (self->metrics)
         pleg_metrics_registry_unref(self->metrics);
@@ -410,4 +412,24 @@ pleg_host_get_plugins(PlegHost *self)
         g_ptr_array_add(plugins, &entry->info);
     }
     return plugins;
+}
+
+GPtrArray *
+pleg_host_get_plugin_statuses(PlegHost *self)
+{
+    g_return_val_if_fail(self != NULL, NULL);
+
+    return pleg_status_board_list(self->statuses, NULL);
+}
+
+PlegPluginStatus *
+pleg_host_get_plugin_status(PlegHost *self, const char *name)
+{
+    g_autoptr(GPtrArray) list = NULL;
+
+    g_return_val_if_fail(self != NULL, NULL);
+    g_return_val_if_fail(name != NULL, NULL);
+
+    list = pleg_status_board_list(self->statuses, name);
+    return list->len > 0 ? g_ptr_array_steal_index(list, 0) : NULL;
 }

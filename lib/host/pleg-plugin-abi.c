@@ -51,8 +51,10 @@ ASSERT_SLOT(PlegHostServices, container_event_free, 144);
 G_STATIC_ASSERT(PLEG_HOST_SERVICES_SIZE_1_0 == 152);
 /* ABI 1.1 */
 ASSERT_SLOT(PlegHostServices, check_health_progress, 152);
-ASSERT_SLOT(PlegHostServices, reserved, 160);
-G_STATIC_ASSERT(sizeof(PlegHostServices) == 160 + 23 * 8);
+/* ABI 1.2 */
+ASSERT_SLOT(PlegHostServices, set_status, 160);
+ASSERT_SLOT(PlegHostServices, reserved, 168);
+G_STATIC_ASSERT(sizeof(PlegHostServices) == 168 + 22 * 8);
 
 #endif
 

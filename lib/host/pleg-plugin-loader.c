@@ -39,6 +39,10 @@ pleg_plugin_entry_free(PluginEntry *entry)
     if (!entry || entry->abandoned)
         return;
     pleg_health_registry_unref(entry->base.health);
+    if (entry->base.status) {
+        pleg_status_board_remove(entry->base.status, &entry->base);
+        pleg_status_board_unref(entry->base.status);
+    }
     g_free(entry->info.name);
     g_free(entry->info.path);
     g_clear_error(&entry->info.error);

@@ -202,6 +202,10 @@ pleg_plugin_entry_shutdown(PluginEntry *entry)
     } else if (entry->thread) {
         pleg_health_registry_remove(entry->base.health, 0, &entry->base);
     }
+    /* Its free returned (or its init failed): what it said of itself no longer holds.  An
+     * abandoned plugin still runs, and keeps its status. */
+    if (entry->base.status && !entry->abandoned)
+        pleg_status_board_clear(entry->base.status, &entry->base);
     stop_plugin_thread(entry);
 }
 

@@ -52,6 +52,19 @@ service_check_health(PlegPluginHost *host, char **ret_checker, GError **error)
     return service_check_health_progress(host, NULL, NULL, ret_checker, error);
 }
 
+static void
+service_set_status(PlegPluginHost *host, const char *state, const char *message)
+{
+    PlegServiceHost *base = BASE(host);
+
+    if (!pleg_status_board_set(base->status, base, state, message)) {
+        g_autofree char *shown = state ? pleg_log_text(state, -1, 64) : g_strdup("(null)");
+
+        g_debug("%s: set_status with an invalid state \"%s\" (want a lowercase word), ignoring",
+                base->log_domain, shown);
+    }
+}
+
 static const char *
 level_to_priority(GLogLevelFlags level)
 {
@@ -115,5 +128,6 @@ pleg_services_init(PlegHostServices *services, PlegServiceHost *base)
         .container_events_free = cri_container_events_free,
         .container_event_free = cri_container_event_free,
         .check_health_progress = service_check_health_progress,
+        .set_status = service_set_status,
     };
 }

@@ -2,10 +2,10 @@
 /*
  * What every plugin host builds the same way, shared by libpleg's host and the test harness's
  * fake host (tests/harness/fake-host.c): the health-checker registry (pleg-health.c), the
- * services table (pleg-services.c), and the CRI GetContainerEvents stream behind the
- * container_events_* services (lib/cri/cri-events.c).  Both are built into a static library
- * that libpleg and the harness link; G_GNUC_INTERNAL and cri_* keep every symbol here out of
- * libpleg's ABI.
+ * plugins' statuses (pleg-status.c), the services table (pleg-services.c), and the CRI
+ * GetContainerEvents stream behind the container_events_* services (lib/cri/cri-events.c).
+ * They are built into a static library that libpleg and the harness link; G_GNUC_INTERNAL and
+ * cri_* keep every symbol here out of libpleg's ABI (pleg_plugin_status_free() is libpleg's).
  */
 #pragma once
 
@@ -50,6 +50,33 @@ G_GNUC_INTERNAL GPtrArray *pleg_health_registry_run_all(PlegHealthRegistry *regi
 /* The checkers' names, comma-separated, in registration order.  (transfer full) */
 G_GNUC_INTERNAL char *pleg_health_registry_get_names(PlegHealthRegistry *registry);
 
+/* ---- plugins' statuses (pleg-status.c) ---- */
+
+/* What each plugin last said of itself with set_status (ABI 1.2): a row per plugin, in the
+ * order they were added, each with its name, state word, message and the wall-clock time of
+ * the last change of state.  One lock, a leaf: plugins set their rows from their threads while
+ * anyone reads copies.  Reference-counted like the health registry: a plugin abandoned by the
+ * host (its stop never returned) may still set its status after the host is gone. */
+typedef struct _PlegStatusBoard PlegStatusBoard;
+
+G_GNUC_INTERNAL PlegStatusBoard *pleg_status_board_new(void);
+G_GNUC_INTERNAL PlegStatusBoard *pleg_status_board_ref(PlegStatusBoard *board);
+G_GNUC_INTERNAL void pleg_status_board_unref(PlegStatusBoard *board); /* NULL-safe */
+/* A row for the plugin @owner, named @name, without a status yet. */
+G_GNUC_INTERNAL void pleg_status_board_add(PlegStatusBoard *board, gconstpointer owner,
+                                           const char *name);
+/* Removes the row of @owner; nothing when it has none. */
+G_GNUC_INTERNAL void pleg_status_board_remove(PlegStatusBoard *board, gconstpointer owner);
+/* set_status of @owner's plugin (see pleg-plugin.h): FALSE, changing nothing, when @state is
+ * not a valid state word.  Without a row of @owner (removed), nothing. */
+G_GNUC_INTERNAL gboolean pleg_status_board_set(PlegStatusBoard *board, gconstpointer owner,
+                                               const char *state, const char *message);
+/* Forgets @owner's status; its row stays. */
+G_GNUC_INTERNAL void pleg_status_board_clear(PlegStatusBoard *board, gconstpointer owner);
+/* Copies of the rows with a status, in order; with @name, only that plugin's.
+ * (transfer full) (element-type PlegPluginStatus) */
+G_GNUC_INTERNAL GPtrArray *pleg_status_board_list(PlegStatusBoard *board, const char *name);
+
 /* ---- the services table (pleg-services.c) ---- */
 
 /* The services that each host gives its own way; pleg_services_init() puts them in the table
@@ -68,14 +95,16 @@ typedef struct {
 /* What a plugin's PlegPluginHost points at: the first member of the host's state for that
  * plugin.  The other services use these fields: the plugin's context (get_main_context), the
  * registry its metrics go to, the registry its health checkers go to (as liveness checkers
- * owned by this PlegServiceHost; check_health is the registry's liveness round), and the
- * GLIB_DOMAIN of log records that name none. */
+ * owned by this PlegServiceHost; check_health is the registry's liveness round), the
+ * GLIB_DOMAIN of log records that name none, and the board its status goes to (the row owned
+ * by this PlegServiceHost, which the host adds). */
 typedef struct {
     const PlegServiceHostFuncs *funcs;
     GMainContext *context;
     PlegMetricsRegistry *metrics;
     PlegHealthRegistry *health;
     const char *log_domain;
+    PlegStatusBoard *status;
 } PlegServiceHost;
 
 /* Fills @services, ABI minor PLEG_PLUGIN_ABI_MINOR, for the plugin whose host is @base. */

@@ -17,6 +17,12 @@
  * host opens the stream fail-fast: while the runtime is away it ends with UNAVAILABLE instead of
  * waiting, so a stream that stays open is one the channel carried to the runtime (READY).
  *
+ * Status (set_status, plugin ABI 1.2, shown by plegd in /readyz?verbose): "connecting" from
+ * start until the first outcome, then "connected", "unimplemented" (the runtime answered
+ * UNIMPLEMENTED: container exits wait for the global relist) or "disconnected" (any other end
+ * of the stream, retried with backoff).  Each change of state is logged once at info level;
+ * retries that end in the same state only refresh the message (the latest error).
+ *
  * Builds with -DEVENTED_TEST_FAST_BACKOFF (tests/evented only, never installed) use a policy in
  * microseconds so that tests can run a thousand reconnects; the logic is the same.
  */
@@ -48,6 +54,22 @@
 #endif
 
 #define EVENTED_LOG_INTERVAL_USEC (60 * G_USEC_PER_SEC)
+
+/* The watcher's states, as set_status words. */
+typedef enum {
+    EVENTED_STATE_NONE = -1,
+    EVENTED_STATE_CONNECTING,
+    EVENTED_STATE_CONNECTED,
+    EVENTED_STATE_UNIMPLEMENTED,
+    EVENTED_STATE_DISCONNECTED,
+} EventedState;
+
+static const char *const state_words[] = {
+    [EVENTED_STATE_CONNECTING] = "connecting",
+    [EVENTED_STATE_CONNECTED] = "connected",
+    [EVENTED_STATE_UNIMPLEMENTED] = "unimplemented",
+    [EVENTED_STATE_DISCONNECTED] = "disconnected",
+};
 
 typedef enum {
     MESSAGE_OPENED,
@@ -81,13 +103,14 @@ typedef struct {
     GRand *rand;
     EventedBackoff backoff;
     EventedRateLimit ignore_limits[EVENTED_IGNORE_N];
-    EventedRateLimit error_limit;
     GSource *inbox;
     GSource *retry;
     GSource *settle;
     gboolean open;
     gboolean connected;
     gint64 connected_usec;
+    EventedState status;
+    gint64 status_since_unix_usec; /* wall clock of the last change of status */
 
     /* Shared with the reader thread, under mutex. */
     GMutex mutex;
@@ -138,6 +161,86 @@ now_unix_ns(void)
 
     clock_gettime(CLOCK_REALTIME, &ts);
     return (gint64)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* RFC 3339 in UTC with milliseconds: "2026-12-04T23:41:07.123Z".  (transfer full) */
+static char *
+format_wall_time(gint64 unix_usec)
+{
+    g_autoptr(GDateTime) date = g_date_time_new_from_unix_utc(unix_usec / G_USEC_PER_SEC);
+    g_autofree char *seconds = date ? g_date_time_format(date, "%Y-%m-%dT%H:%M:%S") : NULL;
+
+    if (!seconds)
+        return g_strdup("an unknown time");
+    return g_strdup_printf("%s.%03dZ", seconds, (int)(unix_usec % G_USEC_PER_SEC / 1000));
+}
+
+/* How often UNIMPLEMENTED is retried: the jittered cap, "48-60 s".  (transfer full) */
+static char *
+format_unimplemented_interval(void)
+{
+    gboolean seconds = EVENTED_MAX_USEC >= G_USEC_PER_SEC;
+    double unit = seconds ? G_USEC_PER_SEC : 1000;
+    char low[G_ASCII_DTOSTR_BUF_SIZE], high[G_ASCII_DTOSTR_BUF_SIZE];
+
+    g_ascii_formatd(low, sizeof low, "%g", EVENTED_MAX_USEC * (1 - EVENTED_BACKOFF_JITTER) / unit);
+    g_ascii_formatd(high, sizeof high, "%g", EVENTED_MAX_USEC / unit);
+    return g_strdup_printf("%s-%s %s", low, high, seconds ? "s" : "ms");
+}
+
+static gboolean
+has_set_status(const PlegHostServices *services)
+{
+    return services->abi_minor >= 2 && services->set_status;
+}
+
+/* Plugin context.  Enters @state, @error (nullable) saying why it left the stream: the status
+ * the host shows, and one info record when the state changes (the retries that end in the
+ * same state refresh the message with the latest error, and log nothing at info level). */
+static void
+set_state(Evented *self, EventedState state, const char *error)
+{
+    const PlegHostServices *services = self->services;
+    gboolean changed = state != self->status;
+    GLogLevelFlags level;
+    g_autofree char *since = NULL;
+    g_autofree char *text = NULL;
+    g_autofree char *record = NULL;
+
+    if (changed) {
+        self->status = state;
+        self->status_since_unix_usec = g_get_real_time();
+    }
+    since = format_wall_time(self->status_since_unix_usec);
+    switch (state) {
+    case EVENTED_STATE_UNIMPLEMENTED: {
+        g_autofree char *interval = format_unimplemented_interval();
+
+        text = g_strdup_printf("the runtime answered UNIMPLEMENTED to GetContainerEvents; "
+                               "retrying every %s; container exits are detected by the global "
+                               "relist",
+                               interval);
+        break;
+    }
+    case EVENTED_STATE_DISCONNECTED:
+        text = g_strdup_printf("disconnected since %s: %s; retrying with backoff", since,
+                               error ? error : "stream closed by the runtime");
+        break;
+    default:
+        text = g_strdup_printf("%s since %s", state_words[state], since);
+        break;
+    }
+    if (has_set_status(services))
+        services->set_status(services->host, state_words[state], text);
+    if (!changed)
+        return;
+    /* Connecting is where every start begins, not news. */
+    level = state == EVENTED_STATE_CONNECTING ? G_LOG_LEVEL_DEBUG : G_LOG_LEVEL_INFO;
+    record = g_strconcat("Container event stream: ", text, NULL);
+    if (error)
+        log_record(self, level, record, "STATE", state_words[state], "ERROR", error, NULL);
+    else
+        log_record(self, level, record, "STATE", state_words[state], NULL);
 }
 
 /* A source that dispatches when its ready time is reached, then waits to be armed again. */
@@ -276,7 +379,7 @@ mark_connected(Evented *self, gint64 now_usec)
     g_source_set_ready_time(self->settle, -1);
     self->services->metric_add(self->success_count, NULL, 1);
     self->services->metric_set(self->state, NULL, 1);
-    log_record(self, G_LOG_LEVEL_DEBUG, "Connected to the container event stream", NULL);
+    set_state(self, EVENTED_STATE_CONNECTED, NULL);
 }
 
 static gboolean
@@ -370,7 +473,6 @@ handle_ended(Evented *self, const Message *message)
     gboolean unimplemented = is_unimplemented(message->error);
     const char *why = message->error ? message->error->message : "stream closed by the runtime";
     gint64 delay_usec;
-    guint64 suppressed = 0;
     g_autofree char *delay_text = NULL;
     g_autofree char *failures_text = NULL;
 
@@ -387,16 +489,9 @@ handle_ended(Evented *self, const Message *message)
     services->metric_add(self->error_count, NULL, 1);
     services->metric_set(self->state, NULL, 0);
 
+    set_state(self, unimplemented ? EVENTED_STATE_UNIMPLEMENTED : EVENTED_STATE_DISCONNECTED, why);
     delay_text = g_strdup_printf("%" G_GINT64_FORMAT, delay_usec);
     failures_text = g_strdup_printf("%u", evented_backoff_get_failures(&self->backoff));
-    if (evented_rate_limit_check(&self->error_limit, message->monotonic_usec, &suppressed)) {
-        g_autofree char *note = suppressed_note(suppressed);
-        g_autofree char *text =
-            g_strdup_printf("Container event stream failed: %s; retrying%s", why, note);
-        g_autofree char *suppressed_text = g_strdup_printf("%" G_GUINT64_FORMAT, suppressed);
-
-        log_record(self, G_LOG_LEVEL_INFO, text, "ERROR", why, "SUPPRESSED", suppressed_text, NULL);
-    }
     log_record(self, G_LOG_LEVEL_DEBUG, "Container event stream ended, reconnect scheduled",
                "ERROR", why, "RETRY_DELAY_USEC", delay_text, "FAILURES", failures_text,
                "UNIMPLEMENTED", unimplemented ? "true" : "false", NULL);
@@ -511,10 +606,11 @@ evented_start(gpointer data, GError **error)
     self->context = self->services->get_main_context(self->services->host);
     for (guint i = 0; i < EVENTED_IGNORE_N; i++)
         evented_rate_limit_init(&self->ignore_limits[i], EVENTED_LOG_INTERVAL_USEC);
-    evented_rate_limit_init(&self->error_limit, EVENTED_LOG_INTERVAL_USEC);
     self->open = FALSE;
     self->connected = FALSE;
     self->services->metric_set(self->state, NULL, 0);
+    self->status = EVENTED_STATE_NONE;
+    set_state(self, EVENTED_STATE_CONNECTING, NULL);
 
     self->inbox = wakeup_source_new(self, "pleg-evented inbox", inbox_cb);
     self->retry = wakeup_source_new(self, "pleg-evented retry", retry_cb);

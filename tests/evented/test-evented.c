@@ -257,6 +257,46 @@ retry_delays(Fixture *fx, GArray **ret_unimplemented)
     return delays;
 }
 
+/* The plugin's status (set_status) is @state, with @message (a GRegex pattern, anchored);
+ * returns when the state last changed. */
+static gint64
+assert_status(Fixture *fx, const char *state, const char *message)
+{
+    g_autofree char *got_state = NULL;
+    g_autofree char *got_message = NULL;
+    g_autofree char *pattern = g_strconcat("^", message, "$", NULL);
+    gint64 since = 0;
+
+    ck_assert_msg(fake_host_get_status(fx->host, &got_state, &got_message, &since), "no status");
+    ck_assert_str_eq(got_state, state);
+    ck_assert_msg(g_regex_match_simple(pattern, got_message, 0, 0), "%s: \"%s\" is not \"%s\"",
+                  state, got_message, message);
+    return since;
+}
+
+static void
+wait_status(Fixture *fx, const char *state)
+{
+    g_autofree char *got = NULL;
+
+    if (!fake_host_wait_status(fx->host, state, WAIT_USEC)) {
+        fake_host_get_status(fx->host, &got, NULL, NULL);
+        ck_abort_msg("the status never became %s; it is %s", state, got ? got : "(none)");
+    }
+}
+
+/* The number of records at info level that say the state changed to @state. */
+static guint
+count_state_logs(Fixture *fx, const char *state)
+{
+    g_autoptr(GPtrArray) logs = find_logs(fx, "STATE", state);
+    guint n = 0;
+
+    for (guint i = 0; i < logs->len; i++)
+        n += g_strcmp0(g_hash_table_lookup(logs->pdata[i], "PRIORITY"), "6") == 0;
+    return n;
+}
+
 /* ---- the descriptor and the key file ---- */
 
 START_TEST(test_descriptor)
@@ -515,7 +555,7 @@ START_TEST(test_reconnect_clean_end)
 END_TEST
 
 /* An error end: the same, and a runtime that keeps failing is backed off (first retry
- * immediate, then growing delays up to the cap), with the failures logged once a minute. */
+ * immediate, then growing delays up to the cap), with one log record for the change of state. */
 START_TEST(test_reconnect_error_backoff)
 {
     g_autoptr(Fixture) fx = fixture_new();
@@ -540,9 +580,10 @@ START_TEST(test_reconnect_error_backoff)
     /* It reaches the cap (jittered down by at most 20 %). */
     ck_assert_int_ge(g_array_index(delays, gint64, 11), FAST_MAX_USEC * 8 / 10);
 
-    /* One record at info level within the minute, with the error. */
-    info = find_logs(fx, "PRIORITY", "6");
+    /* One record of the change to "disconnected", with the error, whatever the retries. */
+    info = find_logs(fx, "STATE", "disconnected");
     ck_assert_int_eq(info->len, 1);
+    ck_assert_str_eq(g_hash_table_lookup(g_ptr_array_index(info, 0), "PRIORITY"), "6");
     ck_assert_ptr_nonnull(
         strstr(g_hash_table_lookup(g_ptr_array_index(info, 0), "ERROR"), "internal trouble"));
     ck_assert_double_eq(metric(fx, METRIC_STATE, NULL), 0);
@@ -772,6 +813,83 @@ START_TEST(test_reconnects_no_growth)
 }
 END_TEST
 
+/* ---- the status the host shows (set_status, issue 22 point 2) ---- */
+
+/* RFC 3339 in UTC, with milliseconds. */
+#define TIME_PATTERN "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z"
+#define UNIMPLEMENTED_FAST                                                                         \
+    "the runtime answered UNIMPLEMENTED to GetContainerEvents; retrying every 1\\.6-2 ms; "        \
+    "container exits are detected by the global relist"
+
+/* connecting -> connected -> disconnected -> unimplemented -> disconnected -> connected: each
+ * state in words, one info record per change, none for the retries that stay in a state (the
+ * fast policy retries twenty times and more meanwhile), and the time of a state kept over them. */
+START_TEST(test_status_states)
+{
+    g_autoptr(Fixture) fx = fixture_new_stopped(EVENTED_FAST_MODULE);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *message = NULL;
+    gint64 since, since2;
+    double errors;
+
+    ck_assert(!fake_host_get_status(fx->host, NULL, NULL, NULL));
+    fixture_start(fx);
+    /* Set by start itself, before anything was tried; not worth an info record. */
+    assert_status(fx, "connecting", "connecting since " TIME_PATTERN);
+    ck_assert_uint_eq(count_state_logs(fx, "connecting"), 0);
+
+    wait_status(fx, "connected");
+    assert_status(fx, "connected", "connected since " TIME_PATTERN);
+    ck_assert_uint_eq(count_state_logs(fx, "connected"), 1);
+
+    /* The runtime is upgraded away from the stream: the open one ends (disconnected), the
+     * immediate retry is answered UNIMPLEMENTED, and so is every retry after it. */
+    cri_sim_set_events_unimplemented(fx->sim, TRUE);
+    cri_sim_end_streams(fx->sim, 14, "restarting");
+    wait_status(fx, "unimplemented");
+    errors = metric(fx, METRIC_ERRORS, NULL);
+    wait_metric(fx, METRIC_ERRORS, NULL, errors + 20);
+    assert_status(fx, "unimplemented", UNIMPLEMENTED_FAST);
+    ck_assert_uint_eq(count_state_logs(fx, "disconnected"), 1);
+    ck_assert_uint_eq(count_state_logs(fx, "unimplemented"), 1);
+    ck_assert_double_eq(metric(fx, METRIC_STATE, NULL), 0);
+
+    /* The runtime goes away: every retry fails UNAVAILABLE; one record, the first time. */
+    fake_host_clear_logs(fx->host);
+    ck_assert_msg(cri_sim_go_away(fx->sim, -1, FALSE, &error), "%s", error ? error->message : "");
+    wait_status(fx, "disconnected");
+    since = assert_status(fx, "disconnected",
+                          "disconnected since " TIME_PATTERN ": .+; retrying with backoff");
+    errors = metric(fx, METRIC_ERRORS, NULL);
+    wait_metric(fx, METRIC_ERRORS, NULL, errors + 20);
+    since2 = assert_status(fx, "disconnected",
+                           "disconnected since " TIME_PATTERN ": .+; retrying with backoff");
+    ck_assert_int_eq(since2, since);
+    ck_assert_uint_eq(count_state_logs(fx, "disconnected"), 1);
+    ck_assert_uint_eq(fake_host_count_logs(fx->host, "PRIORITY", "6"), 1);
+    fake_host_get_status(fx->host, NULL, &message, NULL);
+    {
+        g_autoptr(GPtrArray) logs = find_logs(fx, "STATE", "disconnected");
+        const char *error_field = g_hash_table_lookup(logs->pdata[0], "ERROR");
+
+        /* The error is the runtime's, in the record and in the status. */
+        ck_assert_ptr_nonnull(error_field);
+        ck_assert_ptr_nonnull(strstr(message, error_field));
+    }
+
+    /* Back, serving the stream again: connected, once. */
+    cri_sim_set_events_unimplemented(fx->sim, FALSE);
+    ck_assert_msg(cri_sim_come_back(fx->sim, &error), "%s", error ? error->message : "");
+    wait_status(fx, "connected");
+    ck_assert_uint_eq(count_state_logs(fx, "connected"), 1);
+    ck_assert_uint_eq(fake_host_count_logs(fx->host, "PRIORITY", "6"), 2);
+
+    /* The host forgets it with the plugin. */
+    fake_host_stop_plugin(fx->host);
+    ck_assert(!fake_host_get_status(fx->host, NULL, NULL, NULL));
+}
+END_TEST
+
 /* ---- stop ---- */
 
 /* The promptness bound of stop (issue 3), stretched under valgrind. */
@@ -814,6 +932,10 @@ START_TEST(test_stop_cancels_retry)
     cri_sim_set_events_unimplemented(fx->sim, TRUE);
     fixture_start(fx);
     wait_metric(fx, METRIC_ERRORS, NULL, 1);
+    /* The installed policy's words: the jittered 60 s cap. */
+    assert_status(fx, "unimplemented",
+                  "the runtime answered UNIMPLEMENTED to GetContainerEvents; retrying every "
+                  "48-60 s; container exits are detected by the global relist");
     took = timed_stop(fx);
     ck_assert_msg(took < STOP_BOUND_USEC, "stop took %" G_GINT64_FORMAT " us", took);
 
@@ -888,6 +1010,7 @@ evented_suite(void)
     tcase_add_test(tc, test_runtime_away_stale_socket);
     tcase_add_test(tc, test_runtime_absent_not_connected);
     tcase_add_test(tc, test_reconnects_no_growth);
+    tcase_add_test(tc, test_status_states);
     tcase_add_test(tc, test_stop_cancels_stream);
     tcase_add_test(tc, test_stop_cancels_retry);
     tcase_add_test(tc, test_stop_while_runtime_away);

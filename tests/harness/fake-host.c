@@ -14,6 +14,7 @@ struct _FakeHost {
     GMainContext *context;
     PlegMetricsRegistry *metrics;
     PlegHealthRegistry *health;
+    PlegStatusBoard *statuses; /* one row, the plugin's */
     char *log_domain;
 
     GMutex lock;
@@ -161,6 +162,8 @@ fake_host_new(void)
     self->relist_calls = g_ptr_array_new_with_free_func(relist_call_free);
     self->logs = g_ptr_array_new_with_free_func((GDestroyNotify)g_hash_table_unref);
     self->health = pleg_health_registry_new();
+    self->statuses = pleg_status_board_new();
+    pleg_status_board_add(self->statuses, &self->base, "plugin");
     self->old_endpoints = g_ptr_array_new_with_free_func(g_free);
 
     self->log_domain = g_strdup("pleg-plugin");
@@ -170,6 +173,7 @@ fake_host_new(void)
         .metrics = self->metrics,
         .health = self->health,
         .log_domain = self->log_domain,
+        .status = self->statuses,
     };
     pleg_services_init(&self->services, &self->base);
     return self;
@@ -184,6 +188,7 @@ fake_host_free(FakeHost *self)
     fake_host_stop_plugin(self);
 
     pleg_health_registry_unref(self->health);
+    pleg_status_board_unref(self->statuses);
 
     /* Let sources the plugin destroyed in stop run their finalizers. */
     while (g_main_context_iteration(self->context, FALSE))
@@ -264,6 +269,10 @@ fake_host_start_plugin(FakeHost *self, const PlegPluginDescriptor *descriptor, G
     g_free(self->log_domain);
     self->log_domain = g_strdup_printf("pleg-%s", descriptor->name ? descriptor->name : "plugin");
     self->base.log_domain = self->log_domain;
+    /* The plugin's status row, under its name. */
+    pleg_status_board_remove(self->statuses, &self->base);
+    pleg_status_board_add(self->statuses, &self->base,
+                          descriptor->name ? descriptor->name : "plugin");
     /* Lifecycle functions run with the plugin context acquired and thread-default, as in the
      * real host's plugin thread. */
     g_main_context_push_thread_default(self->context);
@@ -300,6 +309,8 @@ fake_host_stop_plugin(FakeHost *self)
     if (descriptor->free)
         descriptor->free(self->state);
     g_main_context_pop_thread_default(self->context);
+    /* As the real host: a status goes with the plugin's free. */
+    pleg_status_board_clear(self->statuses, &self->base);
     self->state = NULL;
     self->descriptor = NULL;
 }
@@ -395,6 +406,47 @@ fake_host_clear_logs(FakeHost *self)
     g_mutex_lock(&self->lock);
     g_ptr_array_set_size(self->logs, 0);
     g_mutex_unlock(&self->lock);
+}
+
+gboolean
+fake_host_get_status(FakeHost *self, char **ret_state, char **ret_message,
+                     gint64 *ret_since_unix_usec)
+{
+    g_autoptr(GPtrArray) list = pleg_status_board_list(self->statuses, NULL);
+    PlegPluginStatus *status;
+
+    if (list->len == 0)
+        return FALSE;
+    status = g_ptr_array_index(list, 0);
+    if (ret_state)
+        *ret_state = g_steal_pointer(&status->state);
+    if (ret_message)
+        *ret_message = g_steal_pointer(&status->message);
+    if (ret_since_unix_usec)
+        *ret_since_unix_usec = status->since_unix_usec;
+    return TRUE;
+}
+
+typedef struct {
+    FakeHost *host;
+    const char *state;
+} StatusWait;
+
+static gboolean
+status_reached(gpointer data)
+{
+    StatusWait *wait = data;
+    g_autofree char *state = NULL;
+
+    return fake_host_get_status(wait->host, &state, NULL, NULL) && g_str_equal(state, wait->state);
+}
+
+gboolean
+fake_host_wait_status(FakeHost *self, const char *state, gint64 timeout_usec)
+{
+    StatusWait wait = {self, state};
+
+    return fake_host_wait(self, status_reached, &wait, timeout_usec);
 }
 
 char *

@@ -180,6 +180,34 @@ guint fake_host_count_logs(FakeHost *host, const char *field, const char *value)
 void fake_host_clear_logs(FakeHost *host);
 
 /**
+ * fake_host_get_status:
+ * @ret_state: (out) (optional) (transfer full): the state word the plugin last gave to
+ *   services->set_status() (ABI 1.2), e.g. "connected".
+ * @ret_message: (out) (optional) (transfer full): the message that came with it, "" for none.
+ * @ret_since_unix_usec: (out) (optional): when the state last changed, wall clock
+ *   (g_get_real_time(), microseconds since the Unix epoch): a set_status with the same state
+ *   keeps it.
+ *
+ * What the plugin says of itself, kept as the real host keeps it (the same code): an invalid
+ * state is ignored, and the status goes once fake_host_stop_plugin() ran the plugin's free.
+ *
+ * Returns: whether the plugin has a status; the out parameters are untouched when not.
+ *   Thread safety: any thread.
+ */
+gboolean fake_host_get_status(FakeHost *host, char **ret_state, char **ret_message,
+                              gint64 *ret_since_unix_usec);
+
+/**
+ * fake_host_wait_status:
+ * @state: the state word to wait for.
+ *
+ * fake_host_wait() until the plugin's status has @state.
+ *
+ * Returns: whether it had, before @timeout_usec passed.
+ */
+gboolean fake_host_wait_status(FakeHost *host, const char *state, gint64 timeout_usec);
+
+/**
  * fake_host_get_health_checker_names:
  *
  * Returns: (transfer full): the names of the health checkers the plugin has registered, in

@@ -237,6 +237,97 @@ START_TEST(test_services_recorded)
 }
 END_TEST
 
+/* ---- set_status (ABI 1.2) ---- */
+
+static gpointer
+set_status_late(gpointer user_data)
+{
+    const PlegHostServices *services = user_data;
+
+    services->set_status(services->host, "late", "from another thread");
+    return NULL;
+}
+
+/* Waits until the wall clock has moved past @usec (microseconds), so that a change of state
+ * is seen as a later time. */
+static void
+wait_real_time_after(gint64 usec)
+{
+    gint64 deadline = g_get_monotonic_time() + WAIT_USEC;
+
+    while (g_get_real_time() <= usec && g_get_monotonic_time() < deadline)
+        g_usleep(100);
+    ck_assert_int_gt(g_get_real_time(), usec);
+}
+
+/* The host's status of the plugin is @state with @message; returns when the state changed. */
+static gint64
+assert_status(FakeHost *host, const char *state, const char *message)
+{
+    g_autofree char *got_state = NULL;
+    g_autofree char *got_message = NULL;
+    gint64 since = 0;
+
+    ck_assert(fake_host_get_status(host, &got_state, &got_message, &since));
+    ck_assert_str_eq(got_state, state);
+    ck_assert_str_eq(got_message, message);
+    return since;
+}
+
+/* The status keeps the time of the last change of state, not of the last call; invalid words
+ * change nothing; it goes with the plugin's free. */
+START_TEST(test_status)
+{
+    g_autoptr(FakeHost) host = fake_host_new();
+    const PlegHostServices *services = fake_host_get_services(host);
+    g_autoptr(GError) error = NULL;
+    g_autofree char *longest = g_strnfill(PLEG_PLUGIN_STATUS_STATE_MAX, 'a');
+    g_autofree char *too_long = g_strnfill(PLEG_PLUGIN_STATUS_STATE_MAX + 1, 'a');
+    const char *const invalid[] = {"Connected", "", "a b", "-x", "9lives", "caf\xc3\xa9", too_long};
+    gint64 before, since, since2;
+    GThread *thread;
+
+    ck_assert_uint_ge(services->abi_minor, 2);
+    ck_assert_ptr_nonnull(services->set_status);
+    ck_assert(fake_host_start_plugin(host, &demo_descriptor, &error));
+    ck_assert(!fake_host_get_status(host, NULL, NULL, NULL));
+
+    before = g_get_real_time();
+    services->set_status(services->host, "connected", "connected since then");
+    since = assert_status(host, "connected", "connected since then");
+    ck_assert_int_ge(since, before);
+    ck_assert_int_le(since, g_get_real_time());
+
+    /* The same state again: a new message, the same time. */
+    wait_real_time_after(since);
+    services->set_status(services->host, "connected", "still connected");
+    ck_assert_int_eq(assert_status(host, "connected", "still connected"), since);
+
+    /* Another state: a later time; no message is "". */
+    services->set_status(services->host, "disconnected", NULL);
+    since2 = assert_status(host, "disconnected", "");
+    ck_assert_int_gt(since2, since);
+
+    /* Not lowercase words: ignored. */
+    for (guint i = 0; i < G_N_ELEMENTS(invalid); i++)
+        services->set_status(services->host, invalid[i], "ignored");
+    services->set_status(services->host, NULL, "ignored");
+    ck_assert_int_eq(assert_status(host, "disconnected", ""), since2);
+    services->set_status(services->host, longest, "the longest word");
+    assert_status(host, longest, "the longest word");
+    services->set_status(services->host, "re-try2", "digits and dashes");
+    assert_status(host, "re-try2", "digits and dashes");
+
+    /* From a plugin's own thread, seen by a waiter. */
+    thread = g_thread_new("late", set_status_late, (gpointer)services);
+    ck_assert(fake_host_wait_status(host, "late", WAIT_USEC));
+    g_thread_join(thread);
+
+    fake_host_stop_plugin(host);
+    ck_assert(!fake_host_get_status(host, NULL, NULL, NULL));
+}
+END_TEST
+
 static gboolean
 sick_check(gpointer user_data, GError **error)
 {
@@ -514,6 +605,7 @@ fake_host_suite(void)
     TCase *tc = tcase_create("core");
 
     tcase_add_test(tc, test_services_recorded);
+    tcase_add_test(tc, test_status);
     tcase_add_test(tc, test_health_checkers);
     tcase_add_test(tc, test_start_failure);
     tcase_add_test(tc, test_container_events);

@@ -416,6 +416,120 @@ START_TEST(test_good_plugin)
 }
 END_TEST
 
+/* ---- plugins' statuses (set_status, ABI 1.2) ---- */
+
+/* Whether @status is one set_status call of the "status" fixture: its state with its own
+ * message ("starting" with its line, or "even"/"odd" with "<state> <n>" of that parity). */
+static gboolean
+status_consistent(const PlegPluginStatus *status)
+{
+    g_autofree char *prefix = g_strconcat(status->state, " ", NULL);
+    guint64 n;
+
+    if (!g_str_equal(status->name, "status") || status->since_unix_usec <= 0)
+        return FALSE;
+    if (g_str_equal(status->state, "starting"))
+        return g_str_equal(status->message, "fixture status starting");
+    if (!g_str_equal(status->state, "even") && !g_str_equal(status->state, "odd"))
+        return FALSE;
+    if (!g_str_has_prefix(status->message, prefix) ||
+        !g_ascii_string_to_unsigned(status->message + strlen(prefix), 10, 0, G_MAXUINT64, &n, NULL))
+        return FALSE;
+    return (n % 2 == 1) == g_str_equal(status->state, "odd");
+}
+
+typedef struct {
+    PlegHost *host;
+    gint stop;
+    guint reads;
+    guint even, odd;
+    char *bad; /* the first inconsistent copy */
+} StatusReader;
+
+static void
+status_reader_check(StatusReader *reader, GPtrArray *statuses)
+{
+    const PlegPluginStatus *status;
+
+    reader->reads++;
+    if (statuses->len != 1) {
+        if (!reader->bad)
+            reader->bad = g_strdup_printf("%u statuses", statuses->len);
+        return;
+    }
+    status = g_ptr_array_index(statuses, 0);
+    if (!status_consistent(status)) {
+        if (!reader->bad)
+            reader->bad =
+                g_strdup_printf("%s: %s \"%s\"", status->name, status->state, status->message);
+        return;
+    }
+    reader->even += g_str_equal(status->state, "even");
+    reader->odd += g_str_equal(status->state, "odd");
+}
+
+static gpointer
+status_reader_main(gpointer data)
+{
+    StatusReader *reader = data;
+
+    while (!g_atomic_int_get(&reader->stop)) {
+        g_autoptr(GPtrArray) statuses = pleg_host_get_plugin_statuses(reader->host);
+
+        status_reader_check(reader, statuses);
+    }
+    return NULL;
+}
+
+/* A plugin sets its status from a thread of its own as fast as it can while two threads read
+ * the host's copies: each copy is one call's state and message; the invalid words the fixture
+ * also sets are ignored; a plugin that sets none is not listed; the status goes with stop. */
+START_TEST(test_plugin_status)
+{
+    g_autoptr(Env) env = env_new();
+    StatusReader other = {0}, mine = {0};
+    gint64 deadline;
+    GThread *thread;
+
+    install_fixture(env->dir, "good");
+    install_fixture(env->dir, "status");
+    env_start(env);
+    ck_assert_ptr_null(pleg_host_get_plugin_status(env->host, "good"));
+    ck_assert_ptr_null(pleg_host_get_plugin_status(env->host, "nosuch"));
+
+    other.host = env->host;
+    thread = g_thread_new("status-reader", status_reader_main, &other);
+    mine.host = env->host;
+    deadline = g_get_monotonic_time() + WAIT_USEC;
+    while ((mine.reads < 2000 || mine.even == 0 || mine.odd == 0) &&
+           g_get_monotonic_time() < deadline) {
+        g_autoptr(PlegPluginStatus) status = pleg_host_get_plugin_status(env->host, "status");
+        g_autoptr(GPtrArray) statuses = g_ptr_array_new();
+
+        if (status)
+            g_ptr_array_add(statuses, status);
+        status_reader_check(&mine, statuses);
+    }
+    g_atomic_int_set(&other.stop, TRUE);
+    g_thread_join(thread);
+    ck_assert_msg(!mine.bad && !other.bad, "inconsistent copy: %s",
+                  mine.bad ? mine.bad : other.bad);
+    ck_assert_msg(mine.even > 0 && mine.odd > 0, "%u reads: even %u, odd %u", mine.reads, mine.even,
+                  mine.odd);
+    ck_assert_uint_gt(other.reads, 0);
+
+    pleg_host_stop(env->host);
+    {
+        g_autoptr(GPtrArray) statuses = pleg_host_get_plugin_statuses(env->host);
+
+        ck_assert_uint_eq(statuses->len, 0);
+    }
+    ck_assert_ptr_null(pleg_host_get_plugin_status(env->host, "status"));
+    g_free(mine.bad);
+    g_free(other.bad);
+}
+END_TEST
+
 typedef struct {
     const char *name;
     void (*setup)(const char *dir);
@@ -579,7 +693,7 @@ static const Broken broken[] = {
     {"abimajor", setup_abimajor, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-abimajor.so",
      "ABI major 2, host speaks 1", "constructor\n"},
     {"abiminor", setup_abiminor, PLEG_HOST_ERROR_PLUGIN_ABI, "libfixture-abiminor.so",
-     "ABI minor 2 is newer than the host's 1", "constructor\n"},
+     "ABI minor 3 is newer than the host's 2", "constructor\n"},
     {"initfail", setup_initfail, PLEG_HOST_ERROR_PLUGIN_INIT, "libfixture-initfail.so",
      "init failed: out of widgets", "constructor\ninit\n"},
     {"startfail", setup_startfail, PLEG_HOST_ERROR_PLUGIN_START, "libfixture-startfail.so",
@@ -1864,6 +1978,7 @@ host_suite(void)
     TCase *tc = tcase_create("loader");
 
     tcase_add_test(tc, test_good_plugin);
+    tcase_add_test(tc, test_plugin_status);
     tcase_add_loop_test(tc, test_broken_plugin, 0, G_N_ELEMENTS(broken));
     tcase_add_test(tc, test_wrong_owner);
     tcase_add_test(tc, test_untrusted_plugin_file);

@@ -86,6 +86,193 @@ START_TEST(test_evented_reports_exit)
 }
 END_TEST
 
+/* ---- the evented watcher's state in /readyz?verbose (issue 22, point 2) ---- */
+
+/* RFC 3339 in UTC, with milliseconds: 24 characters. */
+#define TIME_LENGTH  24
+#define TIME_PATTERN "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z"
+#define EVENTED_LINE "\\[\\+\\]evented ok \\(informational\\): "
+
+/* plegd with the evented watcher (the installed policy: backoff from 500 ms, UNIMPLEMENTED
+ * retried every 48-60 s), metrics on a free port. */
+static PlegdRunner *
+spawn_evented(Env *env)
+{
+    g_autofree char *plugin_dir =
+        g_strdup_printf("--plugin-dir=%s", g_getenv("PLEG_EVENTED_PLUGIN_DIR"));
+
+    return plegd_runner_spawn(NULL, env->endpoint_arg, "--metrics-bind-address=127.0.0.1:0",
+                              "--feature-gates=EventedPLEG=true", plugin_dir,
+                              "--require-plugins=evented");
+}
+
+/* The line of @body that matches @pattern (anchored), or NULL.  (transfer full) */
+static char *
+find_line(const char *body, const char *pattern)
+{
+    g_autofree char *anchored = g_strconcat("^", pattern, "$", NULL);
+    g_auto(GStrv) lines = g_strsplit(body ? body : "", "\n", -1);
+
+    for (guint i = 0; lines[i]; i++) {
+        if (g_regex_match_simple(anchored, lines[i], 0, 0))
+            return g_strdup(lines[i]);
+    }
+    return NULL;
+}
+
+/* GETs /readyz?verbose until a line matches @pattern; returns that line, and the body in
+ * @ret_body (optional).  The watcher's line never counts in the verdict: the answer never has
+ * "[-]evented". */
+static char *
+wait_readyz_line(const char *base, const char *pattern, char **ret_body)
+{
+    g_autofree char *url = g_strconcat(base, "/readyz?verbose", NULL);
+    gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+
+    for (;;) {
+        g_autofree char *body = NULL;
+        char *line;
+
+        http_request("GET", url, &body, NULL);
+        ck_assert_msg(!strstr(body, "[-]evented"), "%s", body);
+        line = find_line(body, pattern);
+        if (line) {
+            if (ret_body)
+                *ret_body = g_steal_pointer(&body);
+            return line;
+        }
+        if (g_get_monotonic_time() > deadline)
+            ck_abort_msg("/readyz?verbose never had a line \"%s\":\n%s", pattern, body);
+        g_usleep(50 * 1000);
+    }
+}
+
+/* The value of an unlabelled series on /metrics. */
+static double
+scrape(const char *base, const char *name)
+{
+    g_autofree char *url = g_strconcat(base, "/metrics", NULL);
+    g_autofree char *body = NULL;
+    g_autofree char *pattern = g_strconcat(name, " [0-9.e+]+", NULL);
+    g_autofree char *line = NULL;
+
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
+    line = find_line(body, pattern);
+    ck_assert_msg(line, "no %s in\n%s", name, body);
+    return g_ascii_strtod(line + strlen(name) + 1, NULL);
+}
+
+/* The lines of plegd's stderr that hold @needle, once one does. */
+static guint
+count_logged(PlegdRunner *plegd, const char *needle)
+{
+    g_autofree char *err = NULL;
+    g_auto(GStrv) lines = NULL;
+    guint n = 0;
+
+    assert_stderr_shows(plegd, needle);
+    err = plegd_runner_get_stderr(plegd);
+    lines = g_strsplit(err, "\n", -1);
+    for (guint i = 0; lines[i]; i++)
+        n += strstr(lines[i], needle) != NULL;
+    return n;
+}
+
+#define CONNECTED_RECORD     "Container event stream: connected since "
+#define DISCONNECTED_RECORD  "Container event stream: disconnected since "
+#define UNIMPLEMENTED_RECORD "Container event stream: the runtime answered UNIMPLEMENTED"
+
+/* connected, then disconnected (cri-sim stops: the line carries its error, and the retries
+ * with backoff keep its time and log nothing), then connected again once cri-sim is back. */
+START_TEST(test_readyz_evented_connected_disconnected)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PlegdRunner) plegd = spawn_evented(env);
+    g_autofree char *base = plegd_runner_wait_metrics_url(plegd);
+    g_autofree char *url = g_strconcat(base, "/readyz", NULL);
+    g_autofree char *line = NULL;
+    g_autofree char *later = NULL;
+    g_autofree char *body = NULL;
+    g_autofree char *since = NULL;
+    double reconnects;
+
+    line = wait_readyz_line(base, EVENTED_LINE "connected since " TIME_PATTERN, NULL);
+    ck_assert_uint_eq(count_logged(plegd, CONNECTED_RECORD), 1);
+    /* Plain /readyz is as it was: "ok" once the first relist succeeded. */
+    g_free(wait_readyz_line(base, "readyz check passed", NULL));
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
+    ck_assert_str_eq(body, "ok");
+    g_clear_pointer(&line, g_free);
+
+    /* cri-sim stops: every reconnect fails, with backoff (0, 0.5, 1 s...). */
+    ck_assert_msg(cri_sim_go_away(env->sim, -1, FALSE, &error), "%s", error ? error->message : "");
+    line = wait_readyz_line(
+        base, EVENTED_LINE "disconnected since " TIME_PATTERN ": .+; retrying with backoff", NULL);
+    since =
+        g_strndup(line, strlen("[+]evented ok (informational): disconnected since ") + TIME_LENGTH);
+    ck_assert_uint_eq(count_logged(plegd, DISCONNECTED_RECORD), 1);
+    reconnects = scrape(base, "kubelet_evented_pleg_reconnect_attempts_total");
+    {
+        gint64 deadline = g_get_monotonic_time() + WAIT_MS * 1000;
+
+        while (scrape(base, "kubelet_evented_pleg_reconnect_attempts_total") < reconnects + 3 &&
+               g_get_monotonic_time() < deadline)
+            g_usleep(100 * 1000);
+    }
+    ck_assert_double_ge(scrape(base, "kubelet_evented_pleg_reconnect_attempts_total"),
+                        reconnects + 3);
+    /* Readiness fails for the runtime, never for the watcher, whose line keeps its time. */
+    g_clear_pointer(&body, g_free);
+    g_free(wait_readyz_line(base, "\\[-\\]runtime failed: .*", &body));
+    later = find_line(body, EVENTED_LINE "disconnected since .*");
+    ck_assert_msg(later && g_str_has_prefix(later, since), "%s, then\n%s", line, body);
+    ck_assert_uint_eq(count_logged(plegd, DISCONNECTED_RECORD), 1);
+    ck_assert_uint_eq(count_logged(plegd, CONNECTED_RECORD), 1);
+
+    /* Back: connected again, one more record. */
+    ck_assert_msg(cri_sim_come_back(env->sim, &error), "%s", error ? error->message : "");
+    g_free(wait_readyz_line(base, EVENTED_LINE "connected since " TIME_PATTERN, NULL));
+    ck_assert_uint_eq(count_logged(plegd, CONNECTED_RECORD), 2);
+    ck_assert_uint_eq(count_logged(plegd, DISCONNECTED_RECORD), 1);
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
+/* A runtime without GetContainerEvents (containerd 1.6): the line says so and what it means;
+ * readiness passes; an exit is still found, by the global relist. */
+START_TEST(test_readyz_evented_unimplemented)
+{
+    g_autoptr(Env) env = env_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(PlegdRunner) plegd = NULL;
+    g_autofree char *base = NULL;
+    g_autofree char *body = NULL;
+    g_autofree char *line = NULL;
+
+    cri_sim_set_events_unimplemented(env->sim, TRUE);
+    plegd = spawn_evented(env);
+    base = plegd_runner_wait_metrics_url(plegd);
+    g_free(wait_readyz_line(base,
+                            EVENTED_LINE "the runtime answered UNIMPLEMENTED to "
+                                         "GetContainerEvents; retrying every 48-60 s; container "
+                                         "exits are detected by the global relist",
+                            NULL));
+    ck_assert_uint_eq(count_logged(plegd, UNIMPLEMENTED_RECORD), 1);
+    g_free(wait_readyz_line(base, "readyz check passed", &body));
+    line = find_line(body, EVENTED_LINE "the runtime answered UNIMPLEMENTED.*");
+    ck_assert_msg(line, "%s", body);
+
+    ck_assert(plegd_runner_wait_stdout(
+        plegd, "\"type\":\"ContainerStarted\",\"container_id\":\"ctr-web\""));
+    ck_assert(cri_sim_exit_container(env->sim, "ctr-web", 3, NULL, &error));
+    ck_assert(
+        plegd_runner_wait_stdout(plegd, "\"type\":\"ContainerDied\",\"container_id\":\"ctr-web\""));
+    ck_assert_uint_eq(count_logged(plegd, UNIMPLEMENTED_RECORD), 1);
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
 static guint
 count_lines(const char *text, const char *line)
 {
@@ -762,6 +949,8 @@ main(void)
 
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_evented_reports_exit);
+    tcase_add_test(tc, test_readyz_evented_connected_disconnected);
+    tcase_add_test(tc, test_readyz_evented_unimplemented);
     tcase_add_test(tc, test_watchdog_heartbeats);
     tcase_add_test(tc, test_watchdog_diagnostics_records);
     tcase_add_test(tc, test_watchdog_stall_record_before_kill);

@@ -522,4 +522,69 @@ PlegMetricsRegistry *pleg_host_get_metrics(PlegHost *host);
  */
 GPtrArray *pleg_host_get_plugins(PlegHost *host);
 
+/**
+ * PlegPluginStatus:
+ * @name: the plugin's name (#PlegPluginInfo.name).
+ * @state: the word the plugin last gave to set_status (plugin ABI 1.2, pleg-plugin.h): short,
+ *   stable and lowercase, `[a-z][a-z0-9-]*` (the evented watcher's: "connecting", "connected",
+ *   "unimplemented", "disconnected").
+ * @message: the line in words that came with it, "" when none: the plugin's own text, to be
+ *   escaped (pleg_log_text()) before it is shown.
+ * @since_unix_usec: when @state last changed (set_status with the same state keeps it): wall
+ *   clock, microseconds since the Unix epoch (g_get_real_time()).
+ *
+ * A plugin's informational status, which never changes health: what it says of itself for an
+ * operator (plegd shows it in `/readyz?verbose`).  A copy, owned by the caller.
+ *
+ * Since: 0.3
+ */
+typedef struct {
+    char *name;
+    char *state;
+    char *message;
+    gint64 since_unix_usec;
+} PlegPluginStatus;
+
+/**
+ * pleg_plugin_status_free:
+ * @status: (nullable) (transfer full): a status.
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Since: 0.3
+ */
+void pleg_plugin_status_free(PlegPluginStatus *status);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PlegPluginStatus, pleg_plugin_status_free)
+
+/**
+ * pleg_host_get_plugin_statuses:
+ *
+ * The status each plugin last set (set_status), from its first set_status until its free
+ * returned (pleg_host_stop()); a plugin that never set one is not listed.
+ *
+ * Returns: (transfer full) (element-type PlegPluginStatus): copies, in load order; empty when
+ *   no plugin has a status.
+ *
+ * Thread safety: callable from any thread, while plugins set theirs from their threads: each
+ *   copy is one set_status call's state and message with the time of its state.
+ *
+ * Since: 0.3
+ */
+GPtrArray *pleg_host_get_plugin_statuses(PlegHost *host);
+
+/**
+ * pleg_host_get_plugin_status:
+ * @name: a plugin's name.
+ *
+ * The status of the plugin @name, as pleg_host_get_plugin_statuses() lists it.
+ *
+ * Returns: (transfer full) (nullable): a copy, or %NULL when no plugin named @name has a
+ *   status.
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Since: 0.3
+ */
+PlegPluginStatus *pleg_host_get_plugin_status(PlegHost *host, const char *name);
+
 G_END_DECLS

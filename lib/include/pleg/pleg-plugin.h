@@ -38,7 +38,7 @@
 G_BEGIN_DECLS
 
 #define PLEG_PLUGIN_ABI_MAJOR 1
-#define PLEG_PLUGIN_ABI_MINOR 1
+#define PLEG_PLUGIN_ABI_MINOR 2
 
 /** PLEG_PLUGIN_DESCRIPTOR_SYMBOL: the one symbol a plugin exports. */
 #define PLEG_PLUGIN_DESCRIPTOR_SYMBOL "pleg_plugin_descriptor"
@@ -101,6 +101,13 @@ typedef struct {
 #define PLEG_PLUGIN_CRI_CANCELLED 1
 #define PLEG_PLUGIN_CRI_UNIMPLEMENTED 12
 #define PLEG_PLUGIN_CRI_UNAVAILABLE 14
+
+/**
+ * PLEG_PLUGIN_STATUS_STATE_MAX:
+ *
+ * The longest state word set_status takes, in bytes (ABI 1.2).
+ */
+#define PLEG_PLUGIN_STATUS_STATE_MAX 32
 
 typedef struct _PlegPluginHost PlegPluginHost;
 typedef struct _PlegContainerEventStream PlegContainerEventStream;
@@ -177,6 +184,15 @@ typedef void (*PlegHealthProgressFunc)(const char *checker, gpointer user_data);
  * @check_health_progress: (ABI 1.1) like @check_health, calling @progress (nullable) with
  *   @progress_data before each checker runs.  A plugin built against 1.1 checks
  *   `abi_minor >= 1` before using it.
+ * @set_status: (ABI 1.2) the plugin's informational status, for an operator: @state a short,
+ *   stable, lowercase word (`[a-z][a-z0-9-]*`, at most %PLEG_PLUGIN_STATUS_STATE_MAX bytes; the
+ *   evented watcher's are "connecting", "connected", "unimplemented", "disconnected"), @message
+ *   (nullable) one line in words saying what it means now.  The host keeps the last one with
+ *   the wall-clock time of the last change of @state: calling it again with the same @state
+ *   replaces the message and keeps that time.  An invalid @state is ignored (the host logs it at
+ *   debug level).  A status never changes health: plegd shows it in `/readyz?verbose` as an
+ *   informational line.  The host forgets it once the plugin's free returned.  A plugin built
+ *   against 1.2 checks `abi_minor >= 2` and that the slot is not %NULL before using it.
  *
  * The host's services, a versioned table of function pointers (PipeWire SPA's `support[]`):
  * nothing in the ABI is a global symbol.
@@ -227,8 +243,9 @@ typedef struct {
     gboolean (*check_health_progress)(PlegPluginHost *host, PlegHealthProgressFunc progress,
                                       gpointer progress_data, char **ret_checker,
                                       GError **error);
+    void (*set_status)(PlegPluginHost *host, const char *state, const char *message);
     /*< private >*/
-    gpointer reserved[23];
+    gpointer reserved[22];
 } PlegHostServices;
 
 /**
