@@ -12,7 +12,8 @@ ring of events intact and no heartbeat gap that would have made systemd kill it.
 
 systemd is not PID 1 here, so the test does what systemd would for the unit: it runs the
 unit's ExecStart as written, in a mount and network namespace of its own (a private /run with a
-systemd-journald of its own, a private loopback so that the unit's port 10388 is free), with
+systemd-journald of its own and the unit's RuntimeDirectory=, a private loopback so that the
+unit's port 10388 is free), with
 the environment systemd gives a Type=notify unit with WatchdogSec= (NOTIFY_SOCKET,
 WATCHDOG_USEC, INVOCATION_ID), stdout to /dev/null (StandardOutput=null) and stderr a stream
 to journald (StandardError=journal).  Only the paths of the install are replaced by the build
@@ -290,6 +291,11 @@ def run(args):
         fail(f"the unit's Type= is {settings.get('Type')}, not notify")
 
     journald = enter_namespace()
+    # RuntimeDirectory=: systemd makes /run/NAME before it starts the unit.
+    mode = int(settings.get("RuntimeDirectoryMode", ["0755"])[-1], 8)
+    for name in " ".join(settings.get("RuntimeDirectory", [])).split():
+        os.makedirs(os.path.join("/run", name), exist_ok=True)
+        os.chmod(os.path.join("/run", name), mode)
     work = tempfile.mkdtemp(prefix="plegd-outage-", dir="/run")
     state_dir = os.path.join(work, "state")
     os.mkdir(state_dir, 0o700)
