@@ -122,20 +122,25 @@ pleg_cri_client_set_metrics(PlegCriClient *client, PlegMetricsRegistry *registry
     client->ops = cri_operations_new(registry);
 }
 
-/* When an operation starts, for record(): no clock is read without metrics. */
+/* When an operation starts, for operation_done(): no clock is read without metrics. */
 static gint64
 operation_start(PlegCriClient *client)
 {
     return client->ops ? g_get_monotonic_time() : 0;
 }
 
-/* One operation that began at @start_usec (operation_start()) ended with @error (nullable). */
-static void
-record(PlegCriClient *client, CriOperation operation, gint64 start_usec, const GError *error)
+/* One operation that began at @start_usec (operation_start()) ended: it is counted, and
+ * @local_error (transfer full; NULL when it succeeded) is handed to @error.  Returns @ok. */
+static gboolean
+operation_done(PlegCriClient *client, CriOperation operation, gint64 start_usec, gboolean ok,
+               GError *local_error, GError **error)
 {
     if (client->ops)
         cri_operations_record(client->ops, operation, g_get_monotonic_time() - start_usec,
-                              error);
+                              local_error);
+    if (local_error)
+        g_propagate_error(error, local_error);
+    return ok;
 }
 
 /* A listing stopped at one of its bounds. */
@@ -160,15 +165,15 @@ PlegContainerEventStream *
 cri_client_container_events_open(PlegCriClient *client, GError **error)
 {
     gint64 start_usec = operation_start(client);
-    g_autoptr(GError) local_error = NULL;
+    GError *local_error = NULL;
     PlegContainerEventStream *stream;
 
     g_return_val_if_fail(client != NULL, NULL);
 
     stream = cri_container_events_open(client->channel, &local_error);
     if (!stream) {
-        record(client, CRI_OPERATION_GET_CONTAINER_EVENTS, start_usec, local_error);
-        g_propagate_error(error, g_steal_pointer(&local_error));
+        operation_done(client, CRI_OPERATION_GET_CONTAINER_EVENTS, start_usec, FALSE,
+                       local_error, error);
         return NULL;
     }
     if (client->ops)
@@ -233,7 +238,7 @@ pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name, char **r
 {
     Runtime__V1__VersionRequest request = RUNTIME__V1__VERSION_REQUEST__INIT;
     g_autoptr(Runtime__V1__VersionResponse) response = NULL;
-    g_autoptr(GError) local_error = NULL;
+    GError *local_error = NULL;
     gint64 start_usec;
 
     g_return_val_if_fail(client != NULL, FALSE);
@@ -243,11 +248,9 @@ pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name, char **r
     start_usec = operation_start(client);
     response = call(client, "Version", &request.base, &runtime__v1__version_response__descriptor,
                     cancellable, &local_error);
-    record(client, CRI_OPERATION_VERSION, start_usec, local_error);
-    if (!response) {
-        g_propagate_error(error, g_steal_pointer(&local_error));
+    if (!operation_done(client, CRI_OPERATION_VERSION, start_usec, response != NULL, local_error,
+                        error))
         return FALSE;
-    }
 
     if (ret_runtime_name)
         *ret_runtime_name = g_strdup(response->runtime_name);
@@ -538,13 +541,11 @@ visit_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter
                     const ItemSink *sink, GCancellable *cancellable, GError **error)
 {
     gint64 start_usec = operation_start(client);
-    g_autoptr(GError) local_error = NULL;
+    GError *local_error = NULL;
     gboolean ok = visit_pod_sandboxes_once(client, filter, sink, cancellable, &local_error);
 
-    record(client, CRI_OPERATION_LIST_PODSANDBOX, start_usec, local_error);
-    if (!ok)
-        g_propagate_error(error, g_steal_pointer(&local_error));
-    return ok;
+    return operation_done(client, CRI_OPERATION_LIST_PODSANDBOX, start_usec, ok, local_error,
+                          error);
 }
 
 static gboolean
@@ -552,13 +553,11 @@ visit_containers(PlegCriClient *client, const char *pod_sandbox_id, const ItemSi
                  GCancellable *cancellable, GError **error)
 {
     gint64 start_usec = operation_start(client);
-    g_autoptr(GError) local_error = NULL;
+    GError *local_error = NULL;
     gboolean ok = visit_containers_once(client, pod_sandbox_id, sink, cancellable, &local_error);
 
-    record(client, CRI_OPERATION_LIST_CONTAINERS, start_usec, local_error);
-    if (!ok)
-        g_propagate_error(error, g_steal_pointer(&local_error));
-    return ok;
+    return operation_done(client, CRI_OPERATION_LIST_CONTAINERS, start_usec, ok, local_error,
+                          error);
 }
 
 /* ---- PlegRuntime ---- */

@@ -120,6 +120,7 @@ START_TEST(test_operations_counted)
     g_autoptr(GError) error = NULL;
     g_autoptr(GPtrArray) sandboxes = NULL;
     g_autoptr(GPtrArray) containers = NULL;
+    g_autoptr(GPtrArray) of_pod = NULL;
     g_autoptr(PlegPodSandboxStatus) sandbox = NULL;
     g_autoptr(PlegContainerStatus) container = NULL;
     g_autoptr(PlegContainerStatus) gone = NULL;
@@ -128,7 +129,7 @@ START_TEST(test_operations_counted)
     ck_assert(pleg_cri_client_version(fx->client, NULL, NULL, NULL, &error));
     ck_assert(pleg_runtime_list_pod_sandboxes(fx->runtime, &sandboxes, NULL, &error));
     ck_assert(pleg_runtime_list_containers(fx->runtime, NULL, &containers, NULL, &error));
-    ck_assert(pleg_runtime_list_containers(fx->runtime, sandbox_id, &containers, NULL, &error));
+    ck_assert(pleg_runtime_list_containers(fx->runtime, sandbox_id, &of_pod, NULL, &error));
     sandbox = pleg_runtime_pod_sandbox_status(fx->runtime, sandbox_id, NULL, &error);
     ck_assert_ptr_nonnull(sandbox);
     container = pleg_runtime_container_status(fx->runtime, "c1", NULL, &error);
@@ -181,11 +182,12 @@ START_TEST(test_kubelet_buckets)
     ck_assert(pleg_runtime_list_pod_sandboxes(fx->runtime, &sandboxes, NULL, &error));
     text = pleg_metrics_registry_expose(fx->registry);
     p = text;
+    /* How many fall below each bound depends on the runtime's speed: the +Inf bucket has it. */
     for (gsize i = 0; i < G_N_ELEMENTS(le); i++) {
         g_autofree char *line = g_strdup_printf(
             "kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"list_podsandbox\","
-            "le=\"%s\"} 1\n",
-            le[i]);
+            "le=\"%s\"} %s",
+            le[i], i == G_N_ELEMENTS(le) - 1 ? "1\n" : "");
 
         p = strstr(p, line);
         ck_assert_msg(p != NULL, "no bucket line \"%s\" (in order) in:\n%s", line, text);
@@ -231,12 +233,16 @@ START_TEST(test_status_calls_timed_each)
     g_autofree char *sandbox_id = cri_sim_get_sandbox_id(fx->sim, "u1");
     PlegStatusQuery queries[2] = {{.pod_sandbox_id = sandbox_id}, {.container_id = "c1"}};
 
-    cri_sim_set_delay(fx->sim, "ContainerStatus", 400);
+    g_autoptr(GPtrArray) sandboxes = NULL;
+
+    /* Connected first, so that neither call carries the connection's setup. */
+    ck_assert(pleg_runtime_list_pod_sandboxes(fx->runtime, &sandboxes, NULL, NULL));
+    cri_sim_set_delay(fx->sim, "ContainerStatus", 600);
     pleg_runtime_get_statuses(fx->runtime, queries, G_N_ELEMENTS(queries), NULL);
     ck_assert_ptr_null(queries[0].error);
     ck_assert_ptr_null(queries[1].error);
-    ck_assert_double_ge(pleg_metric_get(durations(fx), LV("container_status")), 0.4);
-    ck_assert_double_lt(pleg_metric_get(durations(fx), LV("podsandbox_status")), 0.3);
+    ck_assert_double_ge(pleg_metric_get(durations(fx), LV("container_status")), 0.6);
+    ck_assert_double_lt(pleg_metric_get(durations(fx), LV("podsandbox_status")), 0.4);
     ck_assert_double_eq(ops(fx, "podsandbox_status"), 1);
     ck_assert_double_eq(ops(fx, "container_status"), 1);
     for (gsize i = 0; i < G_N_ELEMENTS(queries); i++)
