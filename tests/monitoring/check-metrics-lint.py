@@ -17,7 +17,6 @@ them is printed, not judged.  Everything else (pleg_*, plegd_*, process_*) must 
 check first shows that promtool fails a bad counter, so that it cannot pass by accident.
 Python standard library only; every wait has a deadline.
 """
-import argparse
 import os
 import re
 import subprocess
@@ -25,7 +24,8 @@ import sys
 import tempfile
 import urllib.request
 
-from plegd_scrape import Process, parse_exposition, sample_value, start_plegd, wait_metrics
+from plegd_scrape import (Process, parse_args, parse_exposition, sample_value, start_plegd,
+                          stop_all, wait_metrics)
 
 # Families that must be in the linted text: the exporter metrics and libpleg's own.
 MUST_LINT = [
@@ -61,7 +61,8 @@ def split_families(text):
 
 
 def self_check(promtool):
-    bad = "# HELP bad_counter A counter without _total.\n# TYPE bad_counter counter\nbad_counter 1\n"
+    bad = ("# HELP bad_counter A counter without _total.\n# TYPE bad_counter counter\n"
+           "bad_counter 1\n")
     status, _ = promtool_lint(promtool, bad)
     if status == 0:
         sys.exit("self-check failed: promtool passed a counter without _total")
@@ -93,7 +94,8 @@ def busy_scrape(args, tmp):
         sim.wait_for("out", r"(?m)^ok$", count=6)
         text = wait_metrics(
             url,
-            lambda t: (sample_value(t, "pleg_relist_failures_total", {"reason": "unavailable"}) or 0) >= 1
+            lambda t: (sample_value(t, "pleg_relist_failures_total",
+                                    {"reason": "unavailable"}) or 0) >= 1
             and (sample_value(t, "kubelet_runtime_operations_errors_total",
                               {"operation_type": "get_container_events"}) or 0) >= 1
             and (sample_value(t, "plegd_events_clients") or 0) >= 1,
@@ -101,16 +103,11 @@ def busy_scrape(args, tmp):
         events.close()
         return text
     finally:
-        if plegd:
-            plegd.stop()
-        sim.stop()
+        stop_all(plegd, sim)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    for flag in ("--promtool", "--plegd", "--cri-sim", "--plugin-dir"):
-        parser.add_argument(flag, required=True)
-    args = parser.parse_args()
+    args = parse_args("--promtool", "--plegd", "--cri-sim", "--plugin-dir")
     self_check(args.promtool)
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -16,7 +16,6 @@ the evented and watchdog plugins loaded, scrapes /metrics and checks that
     (PlegdPLEGUnhealthy relies on it), and the evented stream connects.
 Python standard library only; every wait has a deadline.
 """
-import argparse
 import json
 import os
 import re
@@ -24,7 +23,8 @@ import sys
 import tempfile
 import time
 
-from plegd_scrape import Process, parse_exposition, sample_value, start_plegd, wait_metrics
+from plegd_scrape import (Process, parse_args, parse_exposition, sample_value, start_plegd,
+                          stop_all, wait_metrics)
 # Series Prometheus adds itself to every target.
 PROMETHEUS_SERIES = {"up"}
 # Labels Prometheus adds to every series of a target.
@@ -178,16 +178,11 @@ def run_plegd(args, tmp):
                      "scrape without /healthz: an alert on its age would fire on a healthy PLEG")
         return text
     finally:
-        if plegd:
-            plegd.stop()
-        sim.stop()
+        stop_all(plegd, sim)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    for flag in ("--dashboard", "--rules", "--plegd", "--cri-sim", "--plugin-dir"):
-        parser.add_argument(flag, required=True)
-    args = parser.parse_args()
+    args = parse_args("--dashboard", "--rules", "--plegd", "--cri-sim", "--plugin-dir")
     self_check()
 
     queries, problems = dashboard_queries(args.dashboard)

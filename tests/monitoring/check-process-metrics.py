@@ -18,7 +18,6 @@ around each scrape:
   - plegd_build_info says the version `plegd --version` prints.
 Python standard library only; every wait has a deadline.
 """
-import argparse
 import os
 import re
 import subprocess
@@ -26,7 +25,8 @@ import sys
 import tempfile
 import time
 
-from plegd_scrape import DEADLINE_SEC, Process, sample_value, scrape, start_plegd, wait_metrics
+from plegd_scrape import (DEADLINE_SEC, Process, parse_args, sample_value, scrape,
+                          start_plegd, stop_all, wait_metrics)
 
 PODS, CONTAINERS = 500, 3
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -112,10 +112,7 @@ def check_scrape(text, cpu, fds, pid):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    for flag in ("--plegd", "--cri-sim"):
-        parser.add_argument(flag, required=True)
-    args = parser.parse_args()
+    args = parse_args("--plegd", "--cri-sim")
     version = subprocess.run([args.plegd, "--version"], capture_output=True, text=True,
                              check=True).stdout.split()[-1]
 
@@ -166,9 +163,7 @@ def main():
                 sys.exit(f"plegd or cri-sim ended early; plegd's stderr:\n{plegd.text('err')}\n"
                          f"cri-sim's:\n{sim.text('err')}")
         finally:
-            if plegd:
-                plegd.stop()
-            sim.stop()
+            stop_all(plegd, sim)
     print(f"process metrics agree with /proc; CPU time rose from {first_cpu} to "
           f"{sample_value(later, 'process_cpu_seconds_total')} s")
 

@@ -2,9 +2,11 @@
 """plegd_scrape: what the monitoring checks share to run cri-sim and plegd and read /metrics.
 
 Process runs a program with its output read by threads, and waits for a line on a deadline;
-scrape() fetches a URL without a proxy; parse_exposition() and sample_value() read Prometheus
-text.  Python standard library only.
+start_plegd() starts plegd on a free port, scrape() fetches a URL without a proxy and
+wait_metrics() until it shows something; parse_exposition() and sample_value() read Prometheus
+text; parse_args() and stop_all() frame a check's main().  Python standard library only.
 """
+import argparse
 import os
 import re
 import subprocess
@@ -18,7 +20,8 @@ DEADLINE_SEC = 30
 
 class Process:
     def __init__(self, argv, stdin=None):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        self.proc = subprocess.Popen(argv,
+                                     stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env=dict(os.environ, LC_ALL="C.UTF-8"))
         self.out, self.err = [], []
@@ -100,7 +103,8 @@ def sample_value(text, name, labels=None):
 
 
 def start_plegd(plegd, socket, *flags):
-    """plegd against the cri-sim at @socket, serving HTTP on a free port; (process, /metrics URL)."""
+    """plegd against the cri-sim at @socket, serving HTTP on a free port: (process, its /metrics
+    URL)."""
     process = Process([plegd, f"--container-runtime-endpoint=unix://{socket}",
                        "--metrics-bind-address=127.0.0.1:0", *flags])
     url = process.wait_for("err", r"serving metrics on (http://\S+)").group(1) + "/metrics"
@@ -117,3 +121,18 @@ def wait_metrics(url, ready, what, process):
         if time.monotonic() > deadline:
             sys.exit(f"plegd never showed {what}:\n{text}\nstderr:\n{process.text('err')}")
         time.sleep(0.1)
+
+
+def parse_args(*flags):
+    """The command line: each of @flags, required, with a value."""
+    parser = argparse.ArgumentParser()
+    for flag in flags:
+        parser.add_argument(flag, required=True)
+    return parser.parse_args()
+
+
+def stop_all(*processes):
+    """Stops each Process of @processes that is not None, in order."""
+    for process in processes:
+        if process:
+            process.stop()
