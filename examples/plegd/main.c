@@ -418,6 +418,14 @@ resume(PlegdState *state, PlegdEvents *events, PlegGeneric *pleg, guint64 test_f
            plegd_state_get_instance(state), plegd_state_get_next_seq(state), records->len);
 }
 
+static void
+set_plugin_metrics(PlegHost *host)
+{
+    g_autoptr(GPtrArray) plugins = pleg_host_get_plugins(host);
+
+    plegd_plugin_state_metrics_set(pleg_host_get_metrics(host), plugins);
+}
+
 static char *
 describe_state(gpointer data)
 {
@@ -482,6 +490,7 @@ run(const PlegdOptions *options)
         return EXIT_BAD_FLAG;
     }
 
+    plegd_exporter_metrics_register(pleg_host_get_metrics(host));
     events = plegd_events_new(options->events_ring_size, options->events_max_clients,
                               pleg_host_get_metrics(host));
     if (options->state_dir) {
@@ -555,6 +564,7 @@ run(const PlegdOptions *options)
     log_plugins(host, plugin_dir, plugin_dir_origin, config.disabled_plugins);
     if (started && http)
         plugin_statuses = plegd_show_plugin_statuses(http, host);
+    set_plugin_metrics(host);
     if (started) {
         g_main_loop_run(loop);
     } else {

@@ -1349,5 +1349,69 @@ void plegd_log_init(void);
  * Thread safety: any thread, after plegd_log_init().
  */
 void plegd_log_start(PlegdLogFormat format, guint verbosity);
+/* exporter-metrics.c: what a Prometheus exporter shows besides its own metrics. */
+
+/**
+ * PlegdProcStat:
+ * @utime_ticks: field 14 of /proc/PID/stat, user CPU time in clock ticks (`_SC_CLK_TCK`).
+ * @stime_ticks: field 15, system CPU time in clock ticks.
+ * @starttime_ticks: field 22, when the process started, in clock ticks after boot.
+ * @vsize_bytes: field 23, virtual memory size in bytes.
+ * @rss_pages: field 24, resident set size in pages.
+ *
+ * The fields of proc(5)'s /proc/PID/stat that Prometheus' process collector reads.
+ */
+typedef struct {
+    guint64 utime_ticks;
+    guint64 stime_ticks;
+    guint64 starttime_ticks;
+    guint64 vsize_bytes;
+    guint64 rss_pages;
+} PlegdProcStat;
+
+/**
+ * plegd_proc_stat_parse:
+ * @text: (nullable): the contents of /proc/PID/stat.
+ * @ret_stat: (out): the fields, untouched on failure.
+ *
+ * Reads the fields after the command, which is in parentheses and may hold spaces and
+ * parentheses itself (the last ')' ends it).
+ *
+ * Returns: %FALSE when @text is not such a line (too few fields, a field not a number).
+ */
+gboolean plegd_proc_stat_parse(const char *text, PlegdProcStat *ret_stat);
+
+/**
+ * plegd_exporter_metrics_register:
+ * @registry: plegd's registry.
+ *
+ * Registers Prometheus' process metrics, read at each exposition by a collector
+ * (pleg_metrics_registry_add_collector()): `process_cpu_seconds_total` (user and system CPU
+ * time), `process_open_fds` (entries of /proc/self/fd), `process_max_fds` (the soft
+ * RLIMIT_NOFILE), `process_virtual_memory_bytes` and `process_resident_memory_bytes` (from
+ * /proc/self/stat), and `process_start_time_seconds` (the boot time of /proc/stat plus the
+ * process's start, set once); a value that cannot be read keeps its last one.  Also
+ * `plegd_build_info{version,libpleg_version,glib_version,libsoup_version}`, always 1, as
+ * Prometheus' own `*_build_info` metrics: plegd's version, and the versions of the libraries
+ * it runs with (pleg_get_version(), GLib's and libsoup's at run time).  Call once.
+ *
+ * Thread safety: callable from any thread; the collector runs on the thread that exposes.
+ */
+void plegd_exporter_metrics_register(PlegMetricsRegistry *registry);
+
+/**
+ * plegd_plugin_state_metrics_set:
+ * @registry: plegd's registry.
+ * @plugins: (element-type PlegPluginInfo): pleg_host_get_plugins()'s answer.
+ *
+ * Sets `plegd_plugin_state{plugin,state}`: for each plugin, 1 for the state it is in and 0 for
+ * the others, the states named as pleg_plugin_state_to_string() names them (running, stopped,
+ * failed, disabled-gate, disabled-by-name), so that an alert on `state="failed"` sees a series
+ * for every plugin.  A plugin's state changes only when the host starts or stops: plegd calls
+ * this after pleg_host_start().
+ *
+ * Thread safety: from the thread that starts and stops the host, as pleg_host_get_plugins().
+ */
+void plegd_plugin_state_metrics_set(PlegMetricsRegistry *registry, GPtrArray *plugins);
 
 G_END_DECLS

@@ -187,6 +187,7 @@ pleg_metrics_registry_expose(PlegMetricsRegistry *registry)
 
     g_return_val_if_fail(registry != NULL, NULL);
 
+    pleg_metrics_registry_collect(registry);
     g_mutex_lock(&registry->lock);
     names = g_hash_table_get_keys_as_array(registry->metrics, &n_names);
     qsort(names, n_names, sizeof(gpointer), compare_names);

@@ -4,7 +4,7 @@
  * G_GNUC_INTERNAL keeps them out of libpleg's ABI.  The files, one idea each:
  *
  *   pleg-metrics.c             the registry: registration and its checks, series, updates,
- *                              reads, reset
+ *                              reads, reset, collectors
  *   pleg-metrics-exposition.c  the Prometheus text exposition: every metric rendered, escaped
  *                              and sorted under the registry's lock
  */
@@ -48,14 +48,29 @@ struct _PlegMetric {
     GHashTable *series; /* series_key() -> PlegMetricSeries */
 };
 
+/* A collector (pleg_metrics_registry_add_collector()): referenced by the registry's list and by
+ * each exposition running it, so that a removal never waits and the destroy notify runs once
+ * nobody calls it. */
+typedef struct {
+    gatomicrefcount ref_count;
+    guint id;
+    PlegMetricsCollectFunc func;
+    gpointer user_data;
+    GDestroyNotify destroy;
+} PlegMetricsCollector;
+
 struct _PlegMetricsRegistry {
     gatomicrefcount ref_count;
     GMutex lock;
-    GHashTable *metrics; /* name -> PlegMetric */
+    GHashTable *metrics;  /* name -> PlegMetric */
+    GPtrArray *collectors; /* PlegMetricsCollector *, in the order added; under @lock */
+    guint last_collector_id;
 };
 
 /* A counter's or gauge's value from its bits: 0 while hidden. */
 G_GNUC_INTERNAL double pleg_metric_bits_to_double(guint64 bits);
+/* Runs every collector of @registry, without its lock (pleg-metrics.c). */
+G_GNUC_INTERNAL void pleg_metrics_registry_collect(PlegMetricsRegistry *registry);
 /* "counter", "gauge", "histogram": the TYPE line's words, also in messages. */
 G_GNUC_INTERNAL const char *pleg_metric_type_name(PlegMetricType type);
 

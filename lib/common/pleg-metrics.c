@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The metrics registry: registration and its checks, series, updates, reads and reset.  The text
- * exposition is pleg-metrics-exposition.c. */
+/* The metrics registry: registration and its checks, series, updates, reads, reset and
+ * collectors.  The text exposition is pleg-metrics-exposition.c. */
 #include "pleg/pleg-metrics.h"
 #include "pleg/pleg-util.h"
 
@@ -70,6 +70,16 @@ metric_free(PlegMetric *metric)
     g_free(metric);
 }
 
+static void
+collector_unref(PlegMetricsCollector *collector)
+{
+    if (!g_atomic_ref_count_dec(&collector->ref_count))
+        return;
+    if (collector->destroy)
+        collector->destroy(collector->user_data);
+    g_free(collector);
+}
+
 PlegMetricsRegistry *
 pleg_metrics_registry_new(void)
 {
@@ -79,6 +89,7 @@ pleg_metrics_registry_new(void)
     g_mutex_init(&registry->lock);
     registry->metrics =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)metric_free);
+    registry->collectors = g_ptr_array_new_with_free_func((GDestroyNotify)collector_unref);
     return registry;
 }
 
@@ -97,9 +108,84 @@ pleg_metrics_registry_unref(PlegMetricsRegistry *registry)
         return;
     if (!g_atomic_ref_count_dec(&registry->ref_count))
         return;
+    /* Before the metrics: a destroy notify may still read them. */
+    g_ptr_array_unref(registry->collectors);
     g_hash_table_unref(registry->metrics);
     g_mutex_clear(&registry->lock);
     g_free(registry);
+}
+
+guint
+pleg_metrics_registry_add_collector(PlegMetricsRegistry *registry, PlegMetricsCollectFunc func,
+                                    gpointer user_data, GDestroyNotify destroy)
+{
+    PlegMetricsCollector *collector;
+    guint id;
+
+    g_return_val_if_fail(registry != NULL, 0);
+    g_return_val_if_fail(func != NULL, 0);
+
+    collector = g_new0(PlegMetricsCollector, 1);
+    g_atomic_ref_count_init(&collector->ref_count);
+    collector->func = func;
+    collector->user_data = user_data;
+    collector->destroy = destroy;
+    g_mutex_lock(&registry->lock);
+    /* Ids are not reused, so that removing twice cannot remove another collector. */
+    id = collector->id = ++registry->last_collector_id;
+    g_ptr_array_add(registry->collectors, collector);
+    g_mutex_unlock(&registry->lock);
+    return id;
+}
+
+void
+pleg_metrics_registry_remove_collector(PlegMetricsRegistry *registry, guint id)
+{
+    PlegMetricsCollector *collector = NULL;
+
+    g_return_if_fail(registry != NULL);
+
+    g_mutex_lock(&registry->lock);
+    for (guint i = 0; i < registry->collectors->len; i++) {
+        PlegMetricsCollector *c = registry->collectors->pdata[i];
+
+        if (c->id == id) {
+            collector = g_ptr_array_steal_index(registry->collectors, i);
+            break;
+        }
+    }
+    g_mutex_unlock(&registry->lock);
+    if (!collector) {
+        g_critical("metrics: no collector with id %u to remove", id);
+        return;
+    }
+    /* Outside the lock: the destroy notify may use the registry. */
+    collector_unref(collector);
+}
+
+void
+pleg_metrics_registry_collect(PlegMetricsRegistry *registry)
+{
+    g_autoptr(GPtrArray) running = NULL;
+
+    g_mutex_lock(&registry->lock);
+    if (registry->collectors->len > 0) {
+        running = g_ptr_array_new_full(registry->collectors->len,
+                                       (GDestroyNotify)collector_unref);
+        for (guint i = 0; i < registry->collectors->len; i++) {
+            PlegMetricsCollector *collector = registry->collectors->pdata[i];
+
+            g_atomic_ref_count_inc(&collector->ref_count);
+            g_ptr_array_add(running, collector);
+        }
+    }
+    g_mutex_unlock(&registry->lock);
+
+    for (guint i = 0; running && i < running->len; i++) {
+        PlegMetricsCollector *collector = running->pdata[i];
+
+        collector->func(registry, collector->user_data);
+    }
 }
 
 static gboolean

@@ -166,6 +166,10 @@ typedef enum {
     RELIST_OUTCOME_N,
 } RelistOutcome;
 
+/* The reasons of pleg_relist_failures_total: "other", then one per PLEG_CRI_ERROR code, 1 to
+ * 16 (pleg-generic.c checks). */
+#define RELIST_FAILURE_REASON_N 17
+
 struct _PlegGeneric {
     PlegRuntime *runtime;
     PlegGenericConfig config;
@@ -183,6 +187,7 @@ struct _PlegGeneric {
         PlegMetric *events_total;
         PlegMetric *relist_requests;
         PlegMetric *exit_detection;
+        PlegMetric *relist_failures;
     } m;
     /* The series that relists and deliveries update, resolved once by register_metrics(). */
     struct {
@@ -193,6 +198,8 @@ struct _PlegGeneric {
         PlegMetricSeries *events_total[PLEG_RELIST_SOURCE_N];
         PlegMetricSeries *exit_detection[PLEG_RELIST_SOURCE_N];
         PlegMetricSeries *relist_requests[PLEG_RELIST_SOURCE_N][RELIST_OUTCOME_N];
+        /* By reason: [0] "other", else the PLEG_CRI_ERROR code's. */
+        PlegMetricSeries *relist_failures[RELIST_FAILURE_REASON_N];
     } series;
 
     GMutex relist_lock;
@@ -252,6 +259,8 @@ G_GNUC_INTERNAL gint64 elapsed_usec_since(PlegGeneric *pleg, gint64 wall_ns, gin
  * "covered" or "dropped"); NULL for any other.  Callable with any lock held. */
 G_GNUC_INTERNAL PlegMetricSeries *relist_request_series(PlegGeneric *pleg, PlegRelistSource source,
                                                         const char *outcome);
+/* Counts a global relist that failed with @error in pleg_relist_failures_total{reason}. */
+G_GNUC_INTERNAL void count_relist_failure(PlegGeneric *pleg, const GError *error);
 /* The series of @source in one of pleg->series' per-source arrays; NULL out of range. */
 static inline PlegMetricSeries *
 source_series(PlegMetricSeries *const *per_source, PlegRelistSource source)

@@ -6,6 +6,8 @@
  */
 #include "pleg-config.h"
 
+#include <pleg/pleg-cri-client.h>
+
 #include "pleg-generic-private.h"
 
 static const double exit_detection_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -201,6 +203,41 @@ static const char *const relist_outcomes[RELIST_OUTCOME_N] = {
     [RELIST_OUTCOME_DROPPED] = "dropped",
 };
 
+/* pleg_relist_failures_total's reasons: the gRPC status code of a CRI error, as gRPC names it
+ * in lower case, at the code's index; "other" for an error of another domain (a runtime that is
+ * not the CRI client). */
+G_STATIC_ASSERT(RELIST_FAILURE_REASON_N == PLEG_CRI_ERROR_UNAUTHENTICATED + 1);
+static const char *const relist_failure_reasons[RELIST_FAILURE_REASON_N] = {
+    "other",
+    "cancelled",
+    "unknown",
+    "invalid_argument",
+    "deadline_exceeded",
+    "not_found",
+    "already_exists",
+    "permission_denied",
+    "resource_exhausted",
+    "failed_precondition",
+    "aborted",
+    "out_of_range",
+    "unimplemented",
+    "internal",
+    "unavailable",
+    "data_loss",
+    "unauthenticated",
+};
+
+void
+count_relist_failure(PlegGeneric *pleg, const GError *error)
+{
+    guint reason = 0;
+
+    if (error && error->domain == PLEG_CRI_ERROR && error->code > 0 &&
+        error->code < RELIST_FAILURE_REASON_N)
+        reason = (guint)error->code;
+    pleg_metric_series_inc(pleg->series.relist_failures[reason]);
+}
+
 static void
 register_metrics(PlegGeneric *pleg)
 {
@@ -208,6 +245,7 @@ register_metrics(PlegGeneric *pleg)
     static const char *const source_label[] = {"relist_source", NULL};
     static const char *const request_labels[] = {"relist_source", "outcome", NULL};
     static const char *const state_label[] = {"container_state", NULL};
+    static const char *const reason_label[] = {"reason", NULL};
 
     pleg->m.relist_duration =
         pleg_metrics_register(r, PLEG_METRIC_HISTOGRAM, "kubelet_pleg_relist_duration_seconds",
@@ -239,6 +277,11 @@ register_metrics(PlegGeneric *pleg)
         r, PLEG_METRIC_COUNTER, "kubelet_pleg_relist_requests_total",
         "RequestRelist calls by outcome: queued, coalesced, covered or dropped.", request_labels,
         NULL, 0);
+    pleg->m.relist_failures = pleg_metrics_register(
+        r, PLEG_METRIC_COUNTER, "pleg_relist_failures_total",
+        "Global relists that failed, by reason: the gRPC status code of the CRI call that failed "
+        "them, or other.",
+        reason_label, NULL, 0);
     pleg->m.exit_detection = pleg_metrics_register(
         r, PLEG_METRIC_HISTOGRAM, "kubelet_pleg_exit_detection_latency_seconds",
         "Time from a container's CRI finished_at to delivery of its ContainerDied.", source_label,
@@ -260,7 +303,13 @@ register_metrics(PlegGeneric *pleg)
                 pleg->m.relist_requests, (const char *[]){src, relist_outcomes[o]});
     }
 
+    for (guint i = 0; i < RELIST_FAILURE_REASON_N; i++)
+        pleg->series.relist_failures[i] = pleg_metric_get_series(
+            pleg->m.relist_failures, (const char *[]){relist_failure_reasons[i]});
+
     /* Show every series from the start, so rates work from the first scrape. */
+    for (guint i = 0; i < RELIST_FAILURE_REASON_N; i++)
+        pleg_metric_series_add(pleg->series.relist_failures[i], 0);
     for (PlegRelistSource s = 0; s < PLEG_RELIST_SOURCE_N; s++) {
         pleg_metric_series_add(pleg->series.events_total[s], 0);
         if (s == PLEG_RELIST_SOURCE_GLOBAL)

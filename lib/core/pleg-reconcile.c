@@ -184,6 +184,7 @@ list_everything(PlegGeneric *pleg, GError **error)
 gboolean
 relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
 {
+    g_autoptr(GError) local_error = NULL;
     GByteArray *uids = pleg->relist_uids;
     GArray *works = pleg->relist_works;
     gint64 start_usec, timestamp_ns, last_ns, last_mono_usec;
@@ -208,11 +209,15 @@ relist_global(PlegGeneric *pleg, gint64 *ret_timestamp_ns, GError **error)
                                    (double)elapsed_usec_since(pleg, last_ns, last_mono_usec) /
                                        G_USEC_PER_SEC);
 
-    if (!list_everything(pleg, error)) {
+    if (!list_everything(pleg, &local_error)) {
+        /* One that pleg_generic_stop() cut short is no failure of the runtime. */
+        if (!g_cancellable_is_cancelled(pleg->cancellable))
+            count_relist_failure(pleg, local_error);
         g_mutex_lock(&pleg->state_lock);
         g_clear_error(&pleg->last_relist_error);
-        pleg->last_relist_error = error && *error ? g_error_copy(*error) : NULL;
+        pleg->last_relist_error = g_error_copy(local_error);
         g_mutex_unlock(&pleg->state_lock);
+        g_propagate_error(error, g_steal_pointer(&local_error));
         goto out;
     }
 

@@ -6,12 +6,29 @@
 
 struct _PlegContainerEventStream {
     CriStream *stream;
+    gint64 open_usec; /* monotonic */
+    gboolean ended;   /* the end func was called */
+    CriContainerEventsEndFunc end_func;
+    gpointer end_data;
+    GDestroyNotify end_destroy;
 };
+
+/* The stream's end, told once. */
+static void
+events_ended(PlegContainerEventStream *self, const GError *error)
+{
+    if (self->ended)
+        return;
+    self->ended = TRUE;
+    if (self->end_func)
+        self->end_func(g_get_monotonic_time() - self->open_usec, error, self->end_data);
+}
 
 PlegContainerEventStream *
 cri_container_events_open(CriChannel *channel, GError **error)
 {
     Runtime__V1__GetEventsRequest request = RUNTIME__V1__GET_EVENTS_REQUEST__INIT;
+    gint64 open_usec = g_get_monotonic_time();
     PlegContainerEventStream *self;
     CriStream *stream;
 
@@ -30,7 +47,21 @@ cri_container_events_open(CriChannel *channel, GError **error)
 
     self = g_new0(PlegContainerEventStream, 1);
     self->stream = stream;
+    self->open_usec = open_usec;
     return self;
+}
+
+void
+cri_container_events_set_end_func(PlegContainerEventStream *self, CriContainerEventsEndFunc func,
+                                  gpointer user_data, GDestroyNotify destroy)
+{
+    g_return_if_fail(self != NULL);
+
+    if (self->end_destroy)
+        self->end_destroy(self->end_data);
+    self->end_func = func;
+    self->end_data = user_data;
+    self->end_destroy = destroy;
 }
 
 PlegContainerEvent *
@@ -60,16 +91,22 @@ cri_container_events_read(PlegContainerEventStream *self, PlegContainerEvent **r
                           GError **error)
 {
     g_autoptr(ProtobufCMessage) message = NULL;
+    g_autoptr(GError) local_error = NULL;
 
     g_return_val_if_fail(self != NULL, FALSE);
     g_return_val_if_fail(ret_event != NULL, FALSE);
 
-    if (!cri_stream_read(self->stream, &message, NULL, error))
+    if (!cri_stream_read(self->stream, &message, NULL, &local_error)) {
+        events_ended(self, local_error);
+        g_propagate_error(error, g_steal_pointer(&local_error));
         return FALSE;
-
-    *ret_event =
-        message ? cri_decode_container_event((const Runtime__V1__ContainerEventResponse *)message)
-                : NULL;
+    }
+    if (!message) {
+        events_ended(self, NULL);
+        *ret_event = NULL;
+        return TRUE;
+    }
+    *ret_event = cri_decode_container_event((const Runtime__V1__ContainerEventResponse *)message);
     return TRUE;
 }
 
@@ -86,6 +123,9 @@ cri_container_events_free(PlegContainerEventStream *self)
     if (!self)
         return;
     cri_stream_free(self->stream);
+    events_ended(self, NULL);
+    if (self->end_destroy)
+        self->end_destroy(self->end_data);
     g_free(self);
 }
 

@@ -217,6 +217,8 @@ ProtobufCMessage *cri_channel_call(CriChannel *channel, const char *method,
  *   answer past one fails with %PLEG_CRI_ERROR_RESOURCE_EXHAUSTED naming the bound and the
  *   amount.  Zeroes: none.
  * @over_limit: (out): the bound the answer passed, or %CRI_LIMIT_NONE.
+ * @start_usec: (out): monotonic time the call was started (or found cancelled before it was).
+ * @end_usec: (out): monotonic time it ended, its answer read.
  *
  * One call of cri_channel_call_many(); the caller fills the first three fields, and the others
  * if it wants.
@@ -232,6 +234,8 @@ typedef struct {
     gpointer item_data;
     CriListingLimits limits;
     CriLimit over_limit;
+    gint64 start_usec;
+    gint64 end_usec;
 } CriUnaryCall;
 
 /* Calls one cri_channel_call_many() keeps in flight at most; the rest start as they finish. */
@@ -398,14 +402,43 @@ PlegContainerStatus *cri_decode_container_status(const Runtime__V1__ContainerSta
  * (transfer none) */
 CriChannel *cri_client_get_channel(PlegCriClient *client);
 
+/* cri_container_events_open() on the client's channel, the stream counted as the client's
+ * get_container_events operation when it ends (pleg_cri_client_set_metrics()).
+ * (transfer full) */
+PlegContainerEventStream *cri_client_container_events_open(PlegCriClient *client,
+                                                           GError **error);
+
 /* The client's per-call deadline in microseconds. */
 gint64 cri_client_get_timeout_usec(PlegCriClient *client);
 
-/* Registers pleg_cri_listing_over_limit_total{operation,limit} on @registry (operation:
- * list_podsandbox or list_containers; limit: bytes or items) and counts there each listing
- * that passes PLEG_CRI_MAX_LISTING_BYTES or PLEG_CRI_MAX_LISTING_ITEMS.  For the host that
- * creates the client; call before the client lists, as pleg_cri_client_set_list_notice_func(). */
-void cri_client_set_metrics(PlegCriClient *client, PlegMetricsRegistry *registry);
+/* ---- kubelet's runtime operation metrics (lib/cri/pleg-cri-operations.c) ---- */
+
+/* The CRI operations the client makes, each with kubelet's operation_type
+ * (cri_operation_to_string()). */
+typedef enum {
+    CRI_OPERATION_VERSION,
+    CRI_OPERATION_LIST_PODSANDBOX,
+    CRI_OPERATION_LIST_CONTAINERS,
+    CRI_OPERATION_PODSANDBOX_STATUS,
+    CRI_OPERATION_CONTAINER_STATUS,
+    CRI_OPERATION_GET_CONTAINER_EVENTS,
+    CRI_OPERATION_N,
+} CriOperation;
+
+/* "version", "list_podsandbox", ...: kubelet's operation_type.  (transfer none) */
+const char *cri_operation_to_string(CriOperation operation);
+
+/* kubelet_runtime_operations_total, _errors_total and _duration_seconds on a registry, every
+ * series resolved (pleg_cri_client_set_metrics() documents them).  libpleg only: the static
+ * CRI core does not link the registry. */
+typedef struct _CriOperations CriOperations;
+/* (transfer full): keeps a reference on @registry. */
+CriOperations *cri_operations_new(PlegMetricsRegistry *registry);
+void cri_operations_free(CriOperations *ops);
+/* One operation of @duration_usec that ended with @error (nullable); CANCELLED counts as no
+ * error.  NULL @ops records nothing.  Any thread. */
+void cri_operations_record(CriOperations *ops, CriOperation operation, gint64 duration_usec,
+                           const GError *error);
 
 /* ---- the CRI event stream (lib/cri/cri-events.c) ---- */
 
@@ -418,6 +451,16 @@ gboolean cri_container_events_read(PlegContainerEventStream *stream, PlegContain
 void cri_container_events_cancel(PlegContainerEventStream *stream);
 void cri_container_events_free(PlegContainerEventStream *stream);
 void cri_container_event_free(PlegContainerEvent *event);
+
+/* How a GetContainerEvents stream ended, once, @duration_usec after it was opened: @error the
+ * error it ended with, NULL at a clean end and when it was freed before it ended. */
+typedef void (*CriContainerEventsEndFunc)(gint64 duration_usec, const GError *error,
+                                          gpointer user_data);
+/* Set before the first read, from the thread that opened the stream; @destroy runs with the
+ * stream's free. */
+void cri_container_events_set_end_func(PlegContainerEventStream *stream,
+                                       CriContainerEventsEndFunc func, gpointer user_data,
+                                       GDestroyNotify destroy);
 
 /* Decodes one wire message.  (transfer full) */
 PlegContainerEvent *cri_decode_container_event(const Runtime__V1__ContainerEventResponse *message);

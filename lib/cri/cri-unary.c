@@ -138,9 +138,11 @@ drive(CriChannel *self, const CriCallFeed *feed, gpointer data, guint max_in_fli
             g_mutex_lock(&in_flight.lock);
             cancelled = in_flight.cancelled;
             g_mutex_unlock(&in_flight.lock);
+            spec->start_usec = g_get_monotonic_time();
             if (cancelled) {
                 g_set_error(&spec->error, PLEG_CRI_ERROR, PLEG_CRI_ERROR_CANCELLED, "%s: %s: %s",
                             cri_channel_get_shown_endpoint(self), spec->method, "call cancelled");
+                spec->end_usec = spec->start_usec;
                 feed->done(spec, data);
                 continue;
             }
@@ -152,6 +154,7 @@ drive(CriChannel *self, const CriCallFeed *feed, gpointer data, guint max_in_fli
             if (!unary_start(self, u, cq,
                              one_deadline ? deadline : cri_deadline_from_timeout(timeout_usec))) {
                 unary_finish(self, u);
+                spec->end_usec = g_get_monotonic_time();
                 g_ptr_array_add(free_slots, u);
                 feed->done(spec, data);
                 continue;
@@ -174,6 +177,7 @@ drive(CriChannel *self, const CriCallFeed *feed, gpointer data, guint max_in_fli
         g_mutex_unlock(&in_flight.lock);
         running--;
         unary_finish(self, done);
+        done->spec->end_usec = g_get_monotonic_time();
         g_ptr_array_add(free_slots, done);
         feed->done(done->spec, data);
         more = TRUE;

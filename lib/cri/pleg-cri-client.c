@@ -15,8 +15,10 @@
 /* The two listings a relist makes. */
 typedef enum { LIST_SANDBOXES, LIST_CONTAINERS, N_LISTINGS } Listing;
 
-/* Each listing's `operation` label, as kubelet names the CRI operations. */
-static const char *const listing_operations[N_LISTINGS] = {"list_podsandbox", "list_containers"};
+/* Each listing's operation, whose kubelet name is also its `operation` label in
+ * pleg_cri_listing_over_limit_total. */
+static const CriOperation listing_operations[N_LISTINGS] = {CRI_OPERATION_LIST_PODSANDBOX,
+                                                            CRI_OPERATION_LIST_CONTAINERS};
 
 struct _PlegCriClient {
     gatomicrefcount ref_count;
@@ -24,7 +26,9 @@ struct _PlegCriClient {
     gint64 timeout_usec;
     /* What one listing may bring, unary or streamed (issue 24). */
     CriListingLimits list_limits;
-    PlegMetric *over_limit; /* pleg_cri_listing_over_limit_total, once a host gives a registry */
+    /* Once pleg_cri_client_set_metrics() gave a registry; NULL: nothing is recorded. */
+    PlegMetric *over_limit; /* pleg_cri_listing_over_limit_total */
+    CriOperations *ops;     /* kubelet_runtime_operations_* */
 
     /* How listings go (KEP-5825); list_lock guards the state below, never held across a call. */
     GMutex list_lock;
@@ -77,6 +81,7 @@ pleg_cri_client_unref(PlegCriClient *client)
         return;
     if (client->notice_destroy)
         client->notice_destroy(client->notice_data);
+    cri_operations_free(client->ops);
     g_mutex_clear(&client->list_lock);
     cri_channel_unref(client->channel);
     g_free(client);
@@ -104,24 +109,78 @@ cri_client_get_timeout_usec(PlegCriClient *client)
 }
 
 void
-cri_client_set_metrics(PlegCriClient *client, PlegMetricsRegistry *registry)
+pleg_cri_client_set_metrics(PlegCriClient *client, PlegMetricsRegistry *registry)
 {
     g_return_if_fail(client != NULL && registry != NULL);
+    g_return_if_fail(client->ops == NULL);
 
     client->over_limit = pleg_metrics_register(
         registry, PLEG_METRIC_COUNTER, "pleg_cri_listing_over_limit_total",
         "CRI listings (ListPodSandbox, ListContainers or their KEP-5825 streams) stopped because "
         "they brought more bytes or items than one listing may, by operation and limit.",
         (const char *const[]){"operation", "limit", NULL}, NULL, 0);
+    client->ops = cri_operations_new(registry);
+}
+
+/* When an operation starts, for operation_done(): no clock is read without metrics. */
+static gint64
+operation_start(PlegCriClient *client)
+{
+    return client->ops ? g_get_monotonic_time() : 0;
+}
+
+/* One operation that began at @start_usec (operation_start()) ended: it is counted, and
+ * @local_error (transfer full; NULL when it succeeded) is handed to @error.  Returns @ok. */
+static gboolean
+operation_done(PlegCriClient *client, CriOperation operation, gint64 start_usec, gboolean ok,
+               GError *local_error, GError **error)
+{
+    if (client->ops)
+        cri_operations_record(client->ops, operation, g_get_monotonic_time() - start_usec,
+                              local_error);
+    if (local_error)
+        g_propagate_error(error, local_error);
+    return ok;
 }
 
 /* A listing stopped at one of its bounds. */
 static void
 listing_over_limit(PlegCriClient *client, Listing listing, CriLimit limit)
 {
-    const char *labels[] = {listing_operations[listing], cri_limit_to_string(limit), NULL};
+    const char *labels[] = {cri_operation_to_string(listing_operations[listing]),
+                            cri_limit_to_string(limit), NULL};
 
     pleg_metric_inc(client->over_limit, labels);
+}
+
+static void
+container_events_ended(gint64 duration_usec, const GError *error, gpointer data)
+{
+    PlegCriClient *client = data;
+
+    cri_operations_record(client->ops, CRI_OPERATION_GET_CONTAINER_EVENTS, duration_usec, error);
+}
+
+PlegContainerEventStream *
+cri_client_container_events_open(PlegCriClient *client, GError **error)
+{
+    gint64 start_usec = operation_start(client);
+    GError *local_error = NULL;
+    PlegContainerEventStream *stream;
+
+    g_return_val_if_fail(client != NULL, NULL);
+
+    stream = cri_container_events_open(client->channel, &local_error);
+    if (!stream) {
+        operation_done(client, CRI_OPERATION_GET_CONTAINER_EVENTS, start_usec, FALSE,
+                       local_error, error);
+        return NULL;
+    }
+    if (client->ops)
+        cri_container_events_set_end_func(stream, container_events_ended,
+                                          pleg_cri_client_ref(client),
+                                          (GDestroyNotify)pleg_cri_client_unref);
+    return stream;
 }
 
 static gpointer
@@ -179,14 +238,18 @@ pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name, char **r
 {
     Runtime__V1__VersionRequest request = RUNTIME__V1__VERSION_REQUEST__INIT;
     g_autoptr(Runtime__V1__VersionResponse) response = NULL;
+    GError *local_error = NULL;
+    gint64 start_usec;
 
     g_return_val_if_fail(client != NULL, FALSE);
 
     /* kubelet sends the CRI API version it speaks. */
     request.version = (char *)"0.1.0";
+    start_usec = operation_start(client);
     response = call(client, "Version", &request.base, &runtime__v1__version_response__descriptor,
-                    cancellable, error);
-    if (!response)
+                    cancellable, &local_error);
+    if (!operation_done(client, CRI_OPERATION_VERSION, start_usec, response != NULL, local_error,
+                        error))
         return FALSE;
 
     if (ret_runtime_name)
@@ -401,8 +464,8 @@ clear_array(gpointer array)
 
 /* ListPodSandbox, or its stream when the runtime has it, each item given to @sink. */
 static gboolean
-visit_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
-                    const ItemSink *sink, GCancellable *cancellable, GError **error)
+visit_pod_sandboxes_once(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
+                         const ItemSink *sink, GCancellable *cancellable, GError **error)
 {
     Runtime__V1__StreamPodSandboxesRequest stream_request =
         RUNTIME__V1__STREAM_POD_SANDBOXES_REQUEST__INIT;
@@ -435,8 +498,8 @@ visit_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter
 
 /* ListContainers, or its stream when the runtime has it, each item given to @sink. */
 static gboolean
-visit_containers(PlegCriClient *client, const char *pod_sandbox_id, const ItemSink *sink,
-                 GCancellable *cancellable, GError **error)
+visit_containers_once(PlegCriClient *client, const char *pod_sandbox_id, const ItemSink *sink,
+                      GCancellable *cancellable, GError **error)
 {
     Runtime__V1__StreamContainersRequest stream_request =
         RUNTIME__V1__STREAM_CONTAINERS_REQUEST__INIT;
@@ -469,6 +532,32 @@ visit_containers(PlegCriClient *client, const char *pod_sandbox_id, const ItemSi
         return FALSE;
     }
     return TRUE;
+}
+
+/* A listing is one operation, as kubelet's ListPodSandbox and ListContainers are, whether
+ * it went through the stream, the unary RPC or both. */
+static gboolean
+visit_pod_sandboxes(PlegCriClient *client, Runtime__V1__PodSandboxFilter *filter,
+                    const ItemSink *sink, GCancellable *cancellable, GError **error)
+{
+    gint64 start_usec = operation_start(client);
+    GError *local_error = NULL;
+    gboolean ok = visit_pod_sandboxes_once(client, filter, sink, cancellable, &local_error);
+
+    return operation_done(client, CRI_OPERATION_LIST_PODSANDBOX, start_usec, ok, local_error,
+                          error);
+}
+
+static gboolean
+visit_containers(PlegCriClient *client, const char *pod_sandbox_id, const ItemSink *sink,
+                 GCancellable *cancellable, GError **error)
+{
+    gint64 start_usec = operation_start(client);
+    GError *local_error = NULL;
+    gboolean ok = visit_containers_once(client, pod_sandbox_id, sink, cancellable, &local_error);
+
+    return operation_done(client, CRI_OPERATION_LIST_CONTAINERS, start_usec, ok, local_error,
+                          error);
 }
 
 /* ---- PlegRuntime ---- */
@@ -633,7 +722,7 @@ status_call_init(CriUnaryCall *call, StatusRequest *request, const PlegStatusQue
 
 /* Decodes the outcome of @call, which asked @q, into @q. */
 static void
-status_call_answer(PlegCriClient *client, CriUnaryCall *call, PlegStatusQuery *q)
+status_call_decode(PlegCriClient *client, CriUnaryCall *call, PlegStatusQuery *q)
 {
     if (call->error) {
         q->error = g_steal_pointer(&call->error);
@@ -652,6 +741,18 @@ status_call_answer(PlegCriClient *client, CriUnaryCall *call, PlegStatusQuery *q
         else
             set_missing_status_error(client, call->method, &q->error);
     }
+}
+
+/* Decodes the outcome of @call, which asked @q, into @q, and counts it. */
+static void
+status_call_answer(PlegCriClient *client, CriUnaryCall *call, PlegStatusQuery *q)
+{
+    status_call_decode(client, call, q);
+    if (client->ops)
+        cri_operations_record(client->ops,
+                              q->pod_sandbox_id ? CRI_OPERATION_PODSANDBOX_STATUS
+                                                : CRI_OPERATION_CONTAINER_STATUS,
+                              call->end_usec - call->start_usec, q->error);
 }
 
 /* PodSandboxStatus and ContainerStatus calls, all in flight at once (cri_channel_call_many()). */

@@ -46,7 +46,7 @@ service_container_events_open(PlegPluginHost *host, GError **error)
                     "GetContainerEvents: the host runs on an in-process runtime, not CRI");
         return NULL;
     }
-    return cri_container_events_open(cri_client_get_channel(self->client), error);
+    return cri_client_container_events_open(self->client, error);
 }
 
 static const PlegServiceHostFuncs host_funcs = {

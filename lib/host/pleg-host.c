@@ -214,7 +214,7 @@ pleg_host_new(const PlegHostConfig *config, PlegFeatureGates *gates, GMainContex
                                                  : PLEG_CRI_DEFAULT_TIMEOUT_USEC);
     self->metrics = pleg_metrics_registry_new();
     if (self->client) {
-        cri_client_set_metrics(self->client, self->metrics);
+        pleg_cri_client_set_metrics(self->client, self->metrics);
         list_streaming_setup(self,
                              pleg_feature_gates_enabled(gates, PLEG_FEATURE_CRI_LIST_STREAMING),
                              config->list_stream_probe_interval_usec);

@@ -543,9 +543,15 @@ START_TEST(test_relist_metrics)
     /* The interval is observed from the second relist on. */
     ck_assert_uint_ge(metric_count(fx, "kubelet_pleg_relist_interval_seconds", NULL), 1);
 
+    /* Failed relists are counted; an error that is not the CRI's has the reason "other". */
+    ck_assert_int_eq(metric_value(fx, "pleg_relist_failures_total", "other", NULL), 0);
     fake_runtime_fail(fx->fake, FAKE_OP_LIST_CONTAINERS, NULL, 1);
     relist_fails(fx);
     ck_assert_int_eq(pleg_generic_get_last_relist_time(fx->pleg), T0_NS + NSEC_PER_SEC);
+    ck_assert_int_eq(metric_value(fx, "pleg_relist_failures_total", "other", NULL), 1);
+    ck_assert_int_eq(metric_value(fx, "pleg_relist_failures_total", "unavailable", NULL), 0);
+    relist(fx);
+    ck_assert_int_eq(metric_value(fx, "pleg_relist_failures_total", "other", NULL), 1);
 }
 END_TEST
 

@@ -982,6 +982,181 @@ START_TEST(test_golden)
 }
 END_TEST
 
+/* ---- collectors ---- */
+
+typedef struct {
+    PlegMetric *gauge;
+    guint n_calls;
+    guint n_destroyed;
+    char *order; /* which collectors ran, in order */
+    const char *name;
+} Collected;
+
+static void
+collect_count(PlegMetricsRegistry *registry, gpointer data)
+{
+    Collected *c = data;
+    PlegMetric *late;
+
+    c->n_calls++;
+    pleg_metric_set(c->gauge, NULL, c->n_calls);
+    /* No lock of the registry is held: registering from a collector does not deadlock. */
+    late = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_collected_late", "L.", NULL,
+                                 NULL, 0);
+    pleg_metric_set(late, NULL, 7);
+}
+
+static void
+collected_destroyed(gpointer data)
+{
+    Collected *c = data;
+
+    c->n_destroyed++;
+}
+
+/* A collector runs before every exposition and what it sets is in that exposition; removed,
+ * it runs no more and its destroy notify runs once. */
+START_TEST(test_collector)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    Collected c = {0};
+    g_autofree char *first = NULL, *second = NULL, *third = NULL;
+    guint id;
+
+    c.gauge = pleg_metrics_register(registry, PLEG_METRIC_GAUGE, "test_collected", "C.", NULL,
+                                    NULL, 0);
+    id = pleg_metrics_registry_add_collector(registry, collect_count, &c, collected_destroyed);
+    ck_assert_uint_ne(id, 0);
+    ck_assert_uint_eq(c.n_calls, 0);
+
+    first = pleg_metrics_registry_expose(registry);
+    ck_assert_contains(first, "\ntest_collected 1\n");
+    ck_assert_contains(first, "\ntest_collected_late 7\n");
+    second = pleg_metrics_registry_expose(registry);
+    ck_assert_contains(second, "\ntest_collected 2\n");
+
+    pleg_metrics_registry_remove_collector(registry, id);
+    ck_assert_uint_eq(c.n_destroyed, 1);
+    third = pleg_metrics_registry_expose(registry);
+    ck_assert_uint_eq(c.n_calls, 2);
+    ck_assert_contains(third, "\ntest_collected 2\n");
+
+    /* Removing it again is a bug of the caller, and changes nothing. */
+    expect_critical_begin();
+    pleg_metrics_registry_remove_collector(registry, id);
+    ck_assert_uint_eq(expect_critical_end(), 1);
+    ck_assert_uint_eq(c.n_destroyed, 1);
+}
+END_TEST
+
+#define ORDER_SIZE 16
+
+static void
+collect_named(PlegMetricsRegistry *registry, gpointer data)
+{
+    Collected *c = data;
+
+    g_strlcat(c->order, c->name, ORDER_SIZE);
+}
+
+/* Collectors run in the order added; the registry's last unref destroys those left. */
+START_TEST(test_collector_order_and_unref)
+{
+    PlegMetricsRegistry *registry = pleg_metrics_registry_new();
+    char order[ORDER_SIZE] = "";
+    Collected a = {.order = order, .name = "a"}, b = {.order = order, .name = "b"},
+              c = {.order = order, .name = "c"};
+    guint id_b;
+
+    pleg_metrics_registry_add_collector(registry, collect_named, &a, collected_destroyed);
+    id_b = pleg_metrics_registry_add_collector(registry, collect_named, &b, collected_destroyed);
+    pleg_metrics_registry_add_collector(registry, collect_named, &c, NULL);
+    g_free(pleg_metrics_registry_expose(registry));
+    ck_assert_str_eq(order, "abc");
+
+    pleg_metrics_registry_remove_collector(registry, id_b);
+    order[0] = '\0';
+    g_free(pleg_metrics_registry_expose(registry));
+    ck_assert_str_eq(order, "ac");
+
+    pleg_metrics_registry_unref(registry);
+    ck_assert_uint_eq(a.n_destroyed, 1);
+    ck_assert_uint_eq(b.n_destroyed, 1);
+}
+END_TEST
+
+/* A collector blocked in one thread's exposition while another thread removes it. */
+typedef struct {
+    GMutex lock;
+    GCond cond;
+    gboolean entered;
+    gboolean go;
+    guint n_destroyed;
+} Blocking;
+
+static void
+collect_blocking(PlegMetricsRegistry *registry, gpointer data)
+{
+    Blocking *b = data;
+
+    g_mutex_lock(&b->lock);
+    b->entered = TRUE;
+    g_cond_broadcast(&b->cond);
+    while (!b->go)
+        g_cond_wait(&b->cond, &b->lock);
+    g_mutex_unlock(&b->lock);
+}
+
+static void
+blocking_destroyed(gpointer data)
+{
+    Blocking *b = data;
+
+    g_mutex_lock(&b->lock);
+    b->n_destroyed++;
+    g_mutex_unlock(&b->lock);
+}
+
+static gpointer
+expose_thread(gpointer registry)
+{
+    return pleg_metrics_registry_expose(registry);
+}
+
+/* Removing a collector never waits for one that runs; its data lives until it returns. */
+START_TEST(test_collector_remove_while_running)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    Blocking b = {0};
+    g_autofree char *text = NULL;
+    GThread *thread;
+    gint64 deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+    guint id;
+
+    g_mutex_init(&b.lock);
+    g_cond_init(&b.cond);
+    id = pleg_metrics_registry_add_collector(registry, collect_blocking, &b, blocking_destroyed);
+    thread = g_thread_new("expose", expose_thread, registry);
+
+    g_mutex_lock(&b.lock);
+    while (!b.entered)
+        ck_assert_msg(g_cond_wait_until(&b.cond, &b.lock, deadline), "the collector never ran");
+    g_mutex_unlock(&b.lock);
+
+    pleg_metrics_registry_remove_collector(registry, id);
+    g_mutex_lock(&b.lock);
+    ck_assert_uint_eq(b.n_destroyed, 0);
+    b.go = TRUE;
+    g_cond_broadcast(&b.cond);
+    g_mutex_unlock(&b.lock);
+
+    text = g_thread_join(thread);
+    ck_assert_uint_eq(b.n_destroyed, 1);
+    g_mutex_clear(&b.lock);
+    g_cond_clear(&b.cond);
+}
+END_TEST
+
 static Suite *
 metrics_suite(void)
 {
@@ -1006,6 +1181,9 @@ metrics_suite(void)
     tcase_add_test(tc, test_refcount);
     tcase_add_test(tc, test_promtool);
     tcase_add_test(tc, test_golden);
+    tcase_add_test(tc, test_collector);
+    tcase_add_test(tc, test_collector_order_and_unref);
+    tcase_add_test(tc, test_collector_remove_while_running);
     suite_add_tcase(s, tc);
     return s;
 }

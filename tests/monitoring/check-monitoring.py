@@ -16,18 +16,15 @@ the evented and watchdog plugins loaded, scrapes /metrics and checks that
     (PlegdPLEGUnhealthy relies on it), and the evented stream connects.
 Python standard library only; every wait has a deadline.
 """
-import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 
-DEADLINE_SEC = 30
+from plegd_scrape import (Process, parse_args, parse_exposition, sample_value, start_plegd,
+                          stop_all, wait_metrics)
 # Series Prometheus adds itself to every target.
 PROMETHEUS_SERIES = {"up"}
 # Labels Prometheus adds to every series of a target.
@@ -161,119 +158,31 @@ def rule_exprs(path):
 
 # ---- plegd ----
 
-class Process:
-    def __init__(self, argv, stdin=None):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=dict(os.environ, LC_ALL="C.UTF-8"))
-        self.out, self.err = [], []
-        self.lock = threading.Lock()
-        for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
-            threading.Thread(target=self._read, args=(stream, sink), daemon=True).start()
-        if stdin is not None:
-            self.proc.stdin.write(stdin)
-            self.proc.stdin.flush()  # left open: end of input would stop cri-sim
-
-    def _read(self, stream, sink):
-        for line in stream:
-            with self.lock:
-                sink.append(line)
-
-    def text(self, which):
-        with self.lock:
-            return "".join(self.out if which == "out" else self.err)
-
-    def wait_for(self, which, pattern):
-        deadline = time.monotonic() + DEADLINE_SEC
-        while time.monotonic() < deadline:
-            m = re.search(pattern, self.text(which))
-            if m:
-                return m
-            if self.proc.poll() is not None:
-                time.sleep(0.1)  # let the readers drain
-                m = re.search(pattern, self.text(which))
-                if m:
-                    return m
-                break
-            time.sleep(0.05)
-        sys.exit(f"{self.proc.args[0]} never printed /{pattern}/ on std{which}; stderr:\n{self.text('err')}")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=DEADLINE_SEC)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def parse_exposition(text):
-    """{sample name: [labels dict, ...]} and {family: type}."""
-    samples, types = {}, {}
-    for line in text.splitlines():
-        m = re.match(r"^# TYPE (\S+) (\S+)$", line)
-        if m:
-            types[m.group(1)] = m.group(2)
-            continue
-        if not line or line.startswith("#"):
-            continue
-        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? \S+", line)
-        if m:
-            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
-            samples.setdefault(m.group(1), []).append(labels)
-    return samples, types
-
-
-def scrape(url):
-    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=10) as r:
-        return r.read().decode()
-
-
-def sample_value(text, name):
-    m = re.search(rf"^{name} (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
-
-
 def run_plegd(args, tmp):
     socket = os.path.join(tmp, "cri.sock")
     sim = Process([args.cri_sim, "--socket", socket], stdin="pod u1 web\ncontainer u1 c1 app\nstart c1\n")
     plegd = None
     try:
         sim.wait_for("out", r"(?m)^ready$")
-        plegd = Process([args.plegd, f"--container-runtime-endpoint=unix://{socket}",
-                         "--metrics-bind-address=127.0.0.1:0", "--relist-period=200ms",
-                         "--feature-gates=EventedPLEG=true", f"--plugin-dir={args.plugin_dir}",
-                         "--require-plugins=evented,watchdog"])
-        url = plegd.wait_for("err", r"serving metrics on (http://\S+)").group(1) + "/metrics"
+        plegd, url = start_plegd(args.plegd, socket, "--relist-period=200ms",
+                                 "--feature-gates=EventedPLEG=true",
+                                 f"--plugin-dir={args.plugin_dir}",
+                                 "--require-plugins=evented,watchdog")
         # The first relist found the pod, and the stream is up.
-        deadline = time.monotonic() + DEADLINE_SEC
-        while True:
-            text = scrape(url)
-            pods = sample_value(text, "kubelet_running_pods")
-            connected = sample_value(text, "kubelet_evented_pleg_connection_state")
-            if pods == 1 and connected == 1:
-                break
-            if time.monotonic() > deadline:
-                sys.exit(f"plegd never showed 1 running pod and a connected stream:\n{text}\n"
-                         f"stderr:\n{plegd.text('err')}")
-            time.sleep(0.1)
+        text = wait_metrics(url, lambda t: sample_value(t, "kubelet_running_pods") == 1 and
+                            sample_value(t, "kubelet_evented_pleg_connection_state") == 1,
+                            "1 running pod and a connected stream", plegd)
         last_seen = sample_value(text, "kubelet_pleg_last_seen_seconds")
         if last_seen is None or abs(time.time() - last_seen) > 10:
             sys.exit(f"kubelet_pleg_last_seen_seconds is {last_seen} at {time.time():.0f} on a "
                      "scrape without /healthz: an alert on its age would fire on a healthy PLEG")
         return text
     finally:
-        if plegd:
-            plegd.stop()
-        sim.stop()
+        stop_all(plegd, sim)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    for flag in ("--dashboard", "--rules", "--plegd", "--cri-sim", "--plugin-dir"):
-        parser.add_argument(flag, required=True)
-    args = parser.parse_args()
+    args = parse_args("--dashboard", "--rules", "--plegd", "--cri-sim", "--plugin-dir")
     self_check()
 
     queries, problems = dashboard_queries(args.dashboard)

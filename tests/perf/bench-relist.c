@@ -65,6 +65,8 @@ child_pleg(const char *endpoint, int relists, int bound)
 
     if (!client)
         fail("client", error);
+    /* The CRI operation metrics on, as in a host: their cost is part of the figure. */
+    pleg_cri_client_set_metrics(client, registry);
     runtime = pleg_cri_client_as_runtime(client);
     pleg_generic_config_init(&config);
     if (bound > 0)

@@ -1515,6 +1515,125 @@ START_TEST(test_event_line_seq)
 }
 END_TEST
 
+/* ---- exporter metrics ---- */
+
+#define ck_assert_contains(haystack, needle)                                                       \
+    ck_assert_msg(strstr((haystack), (needle)) != NULL, "expected \"%s\" in:\n%s", (needle),       \
+                  (haystack))
+
+/* The fields after the command, whose parentheses and spaces do not shift them. */
+START_TEST(test_proc_stat_parse)
+{
+    static const char *const bad[] = {
+        "",
+        "1234 plegd S 1",
+        "1234 (plegd) S 1 2 3",
+        "1234 (plegd)S 1 1234 1234 0 -1 4194560 1 0 0 0 7 3 0 0 20 0 5 0 100 2000 300 18446744073709551615",
+        "1234 (plegd) S 1 1234 1234 0 -1 4194560 1 0 0 0 x 3 0 0 20 0 5 0 100 2000 300 1",
+        "1234 (plegd) S 1 1234 1234 0 -1 4194560 1 0 0 0 7 3 0 0 20 0 5 0 100 2000 -300 1",
+    };
+    PlegdProcStat stat = {0};
+    g_autofree char *self = NULL;
+
+    ck_assert(plegd_proc_stat_parse("1234 (a) b) (c d) R 1 1234 1234 0 -1 4194560 1 0 0 0 "
+                                    "700 30 5 6 20 0 5 0 4242 123456789 321 18446744073709551615 1",
+                                    &stat));
+    ck_assert_uint_eq(stat.utime_ticks, 700);
+    ck_assert_uint_eq(stat.stime_ticks, 30);
+    ck_assert_uint_eq(stat.starttime_ticks, 4242);
+    ck_assert_uint_eq(stat.vsize_bytes, 123456789);
+    ck_assert_uint_eq(stat.rss_pages, 321);
+
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        PlegdProcStat untouched = {.rss_pages = 99};
+
+        ck_assert_msg(!plegd_proc_stat_parse(bad[i], &untouched), "accepted \"%s\"", bad[i]);
+        ck_assert_uint_eq(untouched.rss_pages, 99);
+    }
+    ck_assert(!plegd_proc_stat_parse(NULL, &stat));
+
+    /* This process's own line reads, and it has used some CPU and memory. */
+    ck_assert(g_file_get_contents("/proc/self/stat", &self, NULL, NULL));
+    ck_assert(plegd_proc_stat_parse(self, &stat));
+    ck_assert_uint_gt(stat.rss_pages, 0);
+    ck_assert_uint_ge(stat.vsize_bytes, stat.rss_pages * 4096);
+    ck_assert_uint_gt(stat.starttime_ticks, 0);
+}
+END_TEST
+
+static double
+exposed_value(const char *text, const char *series)
+{
+    g_autofree char *needle = g_strconcat("\n", series, " ", NULL);
+    const char *at = strstr(text, needle);
+
+    ck_assert_msg(at != NULL, "no %s in:\n%s", series, text);
+    return g_ascii_strtod(at + strlen(needle), NULL);
+}
+
+/* The process metrics are read at each exposition: an fd opened between two shows. */
+START_TEST(test_exporter_metrics)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    g_autofree char *before = NULL, *after = NULL;
+    g_autofree char *info = NULL;
+    double start, now = g_get_real_time() / 1e6;
+    int fd;
+
+    plegd_exporter_metrics_register(registry);
+    before = pleg_metrics_registry_expose(registry);
+    fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    after = pleg_metrics_registry_expose(registry);
+    close(fd);
+
+    ck_assert_double_eq(exposed_value(after, "process_open_fds"),
+                        exposed_value(before, "process_open_fds") + 1);
+    ck_assert_double_ge(exposed_value(after, "process_max_fds"),
+                        exposed_value(after, "process_open_fds"));
+    ck_assert_double_gt(exposed_value(after, "process_resident_memory_bytes"), 0);
+    ck_assert_double_ge(exposed_value(after, "process_virtual_memory_bytes"),
+                        exposed_value(after, "process_resident_memory_bytes"));
+    ck_assert_double_ge(exposed_value(after, "process_cpu_seconds_total"),
+                        exposed_value(before, "process_cpu_seconds_total"));
+    /* This test binary started less than a minute ago (the tick is 10 ms). */
+    start = exposed_value(after, "process_start_time_seconds");
+    ck_assert_double_le(start, now + 1);
+    ck_assert_double_gt(start, now - 60);
+    info = g_strdup_printf("\nplegd_build_info{version=\"%s\",libpleg_version=\"%s\",glib_version=\"%u.%u.%u\",",
+                           PLEG_VERSION, pleg_get_version(), glib_major_version,
+                           glib_minor_version, glib_micro_version);
+    ck_assert_contains(after, info);
+    ck_assert_contains(after, "# TYPE process_cpu_seconds_total counter\n");
+}
+END_TEST
+
+/* 1 for each plugin's state, 0 for its other states; a name that is not UTF-8 is escaped. */
+START_TEST(test_plugin_state_metrics)
+{
+    g_autoptr(PlegMetricsRegistry) registry = pleg_metrics_registry_new();
+    g_autoptr(GPtrArray) plugins = g_ptr_array_new();
+    PlegPluginInfo evented = {.name = (char *)"evented", .state = PLEG_PLUGIN_STATE_DISABLED_GATE};
+    PlegPluginInfo watchdog = {.name = (char *)"watchdog", .state = PLEG_PLUGIN_STATE_RUNNING};
+    PlegPluginInfo odd = {.name = (char *)"odd\xff", .state = PLEG_PLUGIN_STATE_FAILED};
+    g_autofree char *text = NULL;
+
+    g_ptr_array_add(plugins, &evented);
+    g_ptr_array_add(plugins, &watchdog);
+    g_ptr_array_add(plugins, &odd);
+    plegd_plugin_state_metrics_set(registry, plugins);
+    text = pleg_metrics_registry_expose(registry);
+    ck_assert_contains(text, "\nplegd_plugin_state{plugin=\"evented\",state=\"disabled-gate\"} 1\n");
+    ck_assert_contains(text, "\nplegd_plugin_state{plugin=\"evented\",state=\"running\"} 0\n");
+    ck_assert_contains(text, "\nplegd_plugin_state{plugin=\"watchdog\",state=\"running\"} 1\n");
+    ck_assert_contains(text, "\nplegd_plugin_state{plugin=\"watchdog\",state=\"failed\"} 0\n");
+    ck_assert_contains(text, "\nplegd_plugin_state{plugin=\"odd\\\\xff\",state=\"failed\"} 1\n");
+    ck_assert_contains(text,
+                       "\nplegd_plugin_state{plugin=\"watchdog\",state=\"disabled-by-name\"} 0\n");
+    ck_assert_contains(text, "\nplegd_plugin_state{plugin=\"watchdog\",state=\"stopped\"} 0\n");
+}
+END_TEST
+
 static Suite *
 plegd_units_suite(void)
 {
@@ -1578,6 +1697,12 @@ plegd_units_suite(void)
     tcase_add_test(tc, test_log_warning);
     tcase_add_test(tc, test_check_plugin_dir);
     tcase_add_test(tc, test_default_plugin_dir);
+    suite_add_tcase(suite, tc);
+
+    tc = tcase_create("exporter-metrics");
+    tcase_add_test(tc, test_proc_stat_parse);
+    tcase_add_test(tc, test_exporter_metrics);
+    tcase_add_test(tc, test_plugin_state_metrics);
     suite_add_tcase(suite, tc);
 
     return suite;

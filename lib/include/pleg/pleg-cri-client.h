@@ -5,6 +5,7 @@
 #pragma once
 
 #include <gio/gio.h>
+#include <pleg/pleg-metrics.h>
 #include <pleg/pleg-runtime.h>
 
 G_BEGIN_DECLS
@@ -172,6 +173,42 @@ const char *pleg_cri_client_get_endpoint(PlegCriClient *client);
 gboolean pleg_cri_client_version(PlegCriClient *client, char **ret_runtime_name,
                                  char **ret_runtime_version, GCancellable *cancellable,
                                  GError **error);
+
+/**
+ * pleg_cri_client_set_metrics:
+ * @client: a client that has not made a call yet.
+ * @registry: where the metrics are registered; the client keeps a reference.
+ *
+ * Counts the client's CRI operations on @registry under kubelet's names and label
+ * (kubelet's pkg/kubelet/metrics, recorded as its instrumented runtime service does):
+ *
+ * - `kubelet_runtime_operations_total{operation_type}`, a counter of operations;
+ * - `kubelet_runtime_operations_errors_total{operation_type}`, those that failed;
+ * - `kubelet_runtime_operations_duration_seconds{operation_type}`, a histogram of their
+ *   durations with kubelet's buckets (0.005 s times 2.5 to the power 0 to 13, up to 745 s).
+ *
+ * `operation_type` is kubelet's: `version`, `list_podsandbox`, `list_containers` (a listing
+ * is one operation, through the KEP-5825 stream or the unary RPC or both when the stream is
+ * answered UNIMPLEMENTED, as kubelet counts its ListPodSandbox and ListContainers),
+ * `podsandbox_status`, `container_status` (each status call, however many are in flight), and
+ * `get_container_events`, the CRI event stream of pleg_host's `container_events_open`
+ * service: counted when the stream ends, its duration the stream's life, an error when it ends
+ * with one, unless its owner cancelled it.  Every operation that fails counts as an error,
+ * NOT_FOUND for a container removed since it was listed included, as kubelet counts them; one
+ * its caller cancelled (%PLEG_CRI_ERROR_CANCELLED, as pleg_generic_stop() does) counts, but
+ * not as an error.  Both counters start at 0 for every operation type, so that their first
+ * increase shows in `rate()`.
+ *
+ * Also registers `pleg_cri_listing_over_limit_total{operation,limit}` (operation:
+ * `list_podsandbox` or `list_containers`; limit: `bytes` or `items`): listings stopped at
+ * %PLEG_CRI_MAX_LISTING_BYTES or %PLEG_CRI_MAX_LISTING_ITEMS.
+ *
+ * A #PlegHost calls this on its client with its registry; a program that makes its own client
+ * calls it once, before the first call.  A client without it records nothing, at no cost.
+ *
+ * Thread safety: callable from any thread, once, before any call on @client.
+ */
+void pleg_cri_client_set_metrics(PlegCriClient *client, PlegMetricsRegistry *registry);
 
 /**
  * PlegCriListPath:

@@ -253,11 +253,58 @@ guint64 pleg_metric_get_count(PlegMetric *metric, const char *const *label_value
 void pleg_metric_reset(PlegMetric *metric);
 
 /**
+ * PlegMetricsCollectFunc:
+ * @registry: the registry being exposed.
+ * @user_data: the data given to pleg_metrics_registry_add_collector().
+ *
+ * Brings metrics that are read rather than counted up to date just before an exposition, as a
+ * Prometheus client's collector does (a process's CPU time and open files, read from /proc):
+ * it registers, sets and adds through the functions of this header.  Runs on the thread that
+ * called pleg_metrics_registry_expose(), with no lock of the registry held; expositions on
+ * several threads run it concurrently, so a collector that reads a value and then writes
+ * another keeps a lock of its own.  A scrape waits for it: it must be quick and must not block
+ * on the network.
+ */
+typedef void (*PlegMetricsCollectFunc)(PlegMetricsRegistry *registry, gpointer user_data);
+
+/**
+ * pleg_metrics_registry_add_collector:
+ * @registry: a registry.
+ * @func: called at the start of every pleg_metrics_registry_expose(), after the collectors
+ *   added before it.
+ * @user_data: (nullable): passed to @func.
+ * @destroy: (nullable): frees @user_data once the collector is removed (or the registry freed)
+ *   and no exposition runs it any more, on the thread that let go of it last.
+ *
+ * Thread safety: callable from any thread.
+ *
+ * Returns: the collector's id, never 0, for pleg_metrics_registry_remove_collector().
+ */
+guint pleg_metrics_registry_add_collector(PlegMetricsRegistry *registry,
+                                          PlegMetricsCollectFunc func, gpointer user_data,
+                                          GDestroyNotify destroy);
+
+/**
+ * pleg_metrics_registry_remove_collector:
+ * @registry: a registry.
+ * @id: what pleg_metrics_registry_add_collector() returned; an unknown id is a bug of the
+ *   caller (a critical).
+ *
+ * No exposition that starts after this returns runs the collector.  One running it now on
+ * another thread finishes with it, and its destroy notify runs after that, on that thread; this
+ * function never waits.
+ *
+ * Thread safety: callable from any thread, @func included.
+ */
+void pleg_metrics_registry_remove_collector(PlegMetricsRegistry *registry, guint id);
+
+/**
  * pleg_metrics_registry_expose:
  *
- * Renders every metric in Prometheus text format 0.0.4, sorted by name, with `# HELP` and
- * `# TYPE` lines; histograms as `_bucket{le=...}`, `_sum` and `_count`.  Metrics without a
- * series are rendered with their HELP/TYPE lines only (unlabelled ones with a zero sample).
+ * Runs the collectors (pleg_metrics_registry_add_collector()), then renders every metric in
+ * Prometheus text format 0.0.4, sorted by name, with `# HELP` and `# TYPE` lines; histograms as
+ * `_bucket{le=...}`, `_sum` and `_count`.  Metrics without a series are rendered with their
+ * HELP/TYPE lines only (unlabelled ones with a zero sample).
  *
  * Thread safety: callable from any thread; each series is rendered from one consistent reading
  *   (a histogram's buckets, sum and count agree), and no update waits for the rendering, so two

@@ -322,4 +322,17 @@ gboolean pleg_feature_gates_register(PlegFeatureGates *gates, const char *name,
  */
 gboolean pleg_feature_gates_is_builtin(const char *name);
 
+/**
+ * pleg_get_version:
+ *
+ * The version of the libpleg a program runs with, which may be another than the one it was
+ * built against (a `libpleg.so.0` installed later): meson's project version, "0.3.0".  plegd
+ * shows it as the `libpleg_version` label of `plegd_build_info`.
+ *
+ * Returns: (transfer none): the version, static.
+ *
+ * Thread safety: callable from any thread.
+ */
+const char *pleg_get_version(void);
+
 G_END_DECLS
