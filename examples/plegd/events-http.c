@@ -471,6 +471,15 @@ plegd_events_get_instance(PlegdEvents *events)
 }
 
 void
+plegd_events_get_seqs(PlegdEvents *events, guint64 *ret_oldest, guint64 *ret_newest)
+{
+    if (ret_oldest)
+        *ret_oldest = plegd_event_ring_get_oldest_seq(events->ring);
+    if (ret_newest)
+        *ret_newest = plegd_event_ring_get_next_seq(events->ring) - 1;
+}
+
+void
 plegd_events_set_cutoff_grace(PlegdEvents *events, gint64 grace_usec)
 {
     events->cutoff_grace_usec = grace_usec;
@@ -691,10 +700,11 @@ static void
 respond_gone(PlegdEvents *events, SoupServerMessage *msg, const char *message)
 {
     const char *const labels[] = {REASON_GONE};
-    guint64 next = plegd_event_ring_get_next_seq(events->ring);
-    g_autofree char *json =
-        error_json(message, REASON_GONE, "oldest_seq",
-                   plegd_event_ring_get_oldest_seq(events->ring), "newest_seq", next - 1);
+    guint64 oldest, newest;
+    g_autofree char *json = NULL;
+
+    plegd_events_get_seqs(events, &oldest, &newest);
+    json = error_json(message, REASON_GONE, "oldest_seq", oldest, "newest_seq", newest);
 
     pleg_metric_inc(events->refused, labels);
     respond(msg, SOUP_STATUS_GONE, JSON_CONTENT_TYPE, g_strconcat(json, "\n", NULL));
@@ -712,10 +722,15 @@ plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket *socket)
     guint64 next = plegd_event_ring_get_next_seq(events->ring);
     gint64 since_ns = 0;
     gboolean has_since_time;
+    char newest_text[G_ASCII_DTOSTR_BUF_SIZE];
     Subscriber *sub;
 
     plegd_http_get_target(msg, &path, &query);
     soup_message_headers_replace(headers, "Plegd-Instance", events->instance);
+    /* A stream without since starts after it: since=it resumes one that ended before its first
+     * event. */
+    g_snprintf(newest_text, sizeof newest_text, "%" G_GUINT64_FORMAT, next - 1);
+    soup_message_headers_replace(headers, "Plegd-Newest-Seq", newest_text);
     if (!parse_query(query, now_ns, &request, &error)) {
         respond(msg, SOUP_STATUS_BAD_REQUEST, TEXT_CONTENT_TYPE,
                 g_strconcat(error->message, "\n", NULL));

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * plegd's health endpoints (/livez, /healthz, /readyz): rounds of the host's health checkers on
- * threads of their own, the requests that wait for them, and their bounds.
+ * plegd's health endpoints (/livez, /healthz, /readyz, and /status, whose round runs both
+ * kinds): rounds of the host's health checkers on threads of their own, the requests that wait
+ * for them, and their bounds.
  */
 #include <libsoup/soup.h>
 
@@ -41,18 +42,21 @@ struct _HealthRound {
     PlegdHttp *http; /* NULL once the server is freed */
     PlegHost *host;
     RoundThreads *threads;
-    PlegHealthKind kind;
+    RoundKind kind;
     GMainContext *context; /* the server's, where the answers go out */
     GPtrArray *waiters;    /* HealthWaiter; only the server's context touches them */
-    GPtrArray *results;    /* PlegHealthResult, set by the round's thread */
+    /* By PlegHealthKind: PlegHealthResult, set by the round's thread; a status round sets
+     * both, the others their own kind's. */
+    GPtrArray *results[2];
 };
 
 static const struct {
     const char *endpoint;
     guint failure_status;
 } health_answers[] = {
-    [PLEG_HEALTH_LIVENESS] = {"livez", SOUP_STATUS_INTERNAL_SERVER_ERROR},
-    [PLEG_HEALTH_READINESS] = {"readyz", SOUP_STATUS_SERVICE_UNAVAILABLE},
+    [ROUND_LIVENESS] = {"livez", SOUP_STATUS_INTERNAL_SERVER_ERROR},
+    [ROUND_READINESS] = {"readyz", SOUP_STATUS_SERVICE_UNAVAILABLE},
+    [ROUND_STATUS] = {"status", 0}, /* 200 whatever the verdicts (status-http.c) */
 };
 
 static gboolean
@@ -158,7 +162,7 @@ health_waiter_free(HealthWaiter *waiter)
 }
 
 static void
-count_waiters(PlegdHttp *http, PlegHealthKind kind)
+count_waiters(PlegdHttp *http, RoundKind kind)
 {
     const char *labels[] = {health_answers[kind].endpoint, NULL};
     HealthRound *round = http->rounds[kind];
@@ -213,7 +217,8 @@ static void
 health_round_free(HealthRound *round)
 {
     g_clear_pointer(&round->waiters, g_ptr_array_unref); /* NULL once the round ended */
-    g_clear_pointer(&round->results, g_ptr_array_unref);
+    g_clear_pointer(&round->results[PLEG_HEALTH_LIVENESS], g_ptr_array_unref);
+    g_clear_pointer(&round->results[PLEG_HEALTH_READINESS], g_ptr_array_unref);
     round_threads_unref(round->threads);
     g_main_context_unref(round->context);
     g_free(round);
@@ -236,7 +241,13 @@ health_round_done(gpointer data)
     for (guint i = 0; i < waiters->len && round->http; i++) {
         HealthWaiter *waiter = g_ptr_array_index(waiters, i);
 
-        health_answer(round->http, waiter, round->results, round->kind);
+        if (round->kind == ROUND_STATUS)
+            plegd_status_respond(round->http, waiter->msg,
+                                 round->results[PLEG_HEALTH_LIVENESS],
+                                 round->results[PLEG_HEALTH_READINESS]);
+        else
+            health_answer(round->http, waiter, round->results[round->kind],
+                          (PlegHealthKind)round->kind);
         soup_server_message_unpause(waiter->msg);
     }
     return G_SOURCE_REMOVE;
@@ -252,7 +263,12 @@ health_round_thread(gpointer data)
      * thread has said it is no longer running. */
     RoundThreads *threads = round_threads_ref(round->threads);
 
-    round->results = pleg_host_check_all(round->host, round->kind);
+    if (round->kind != ROUND_READINESS)
+        round->results[PLEG_HEALTH_LIVENESS] =
+            pleg_host_check_all(round->host, PLEG_HEALTH_LIVENESS);
+    if (round->kind != ROUND_LIVENESS)
+        round->results[PLEG_HEALTH_READINESS] =
+            pleg_host_check_all(round->host, PLEG_HEALTH_READINESS);
     g_main_context_invoke_full(round->context, G_PRIORITY_DEFAULT, health_round_done, round,
                                (GDestroyNotify)health_round_free);
     /* Last, so that plegd_http_wait_rounds() returns only once this thread is done with GLib
@@ -267,7 +283,7 @@ health_round_thread(gpointer data)
 }
 
 static void
-start_round(PlegdHttp *http, PlegHealthKind kind)
+start_round(PlegdHttp *http, RoundKind kind)
 {
     HealthRound *round = g_new0(HealthRound, 1);
 
@@ -285,7 +301,7 @@ start_round(PlegdHttp *http, PlegHealthKind kind)
 }
 
 static void
-handle_health(PlegdHttp *http, SoupServerMessage *msg, PlegHealthKind kind)
+handle_health(PlegdHttp *http, SoupServerMessage *msg, RoundKind kind)
 {
     g_autofree char *path = NULL, *query = NULL;
     g_autoptr(GPtrArray) params = NULL;
@@ -298,6 +314,15 @@ handle_health(PlegdHttp *http, SoupServerMessage *msg, PlegHealthKind kind)
     if (!params) {
         plegd_http_respond(msg, SOUP_STATUS_BAD_REQUEST, TEXT_CONTENT_TYPE,
                 g_strconcat(error->message, "\n", NULL));
+        return;
+    }
+    /* /status has no options; a parameter is a mistake (a typo of another endpoint's). */
+    if (kind == ROUND_STATUS && params->len > 0) {
+        g_autofree char *shown = pleg_log_text(params->pdata[0], -1, 0);
+
+        plegd_http_respond(msg, SOUP_STATUS_BAD_REQUEST, TEXT_CONTENT_TYPE,
+                g_strdup_printf("unknown query parameter \"%s\" (/status takes none)\n",
+                                shown));
         return;
     }
     /* No round starts once the host may be freed. */
@@ -349,13 +374,19 @@ handle_health(PlegdHttp *http, SoupServerMessage *msg, PlegHealthKind kind)
 void
 plegd_http_handle_livez(PlegdHttp *http, SoupServerMessage *msg)
 {
-    handle_health(http, msg, PLEG_HEALTH_LIVENESS);
+    handle_health(http, msg, ROUND_LIVENESS);
 }
 
 void
 plegd_http_handle_readyz(PlegdHttp *http, SoupServerMessage *msg)
 {
-    handle_health(http, msg, PLEG_HEALTH_READINESS);
+    handle_health(http, msg, ROUND_READINESS);
+}
+
+void
+plegd_http_handle_status(PlegdHttp *http, SoupServerMessage *msg)
+{
+    handle_health(http, msg, ROUND_STATUS);
 }
 
 
@@ -371,8 +402,8 @@ plegd_http_health_init(PlegdHttp *http)
         "Health requests waiting for the health check round under way, by endpoint; at "
         "the bound further requests are answered 503 at once.",
         (const char *const[]){"endpoint", NULL}, NULL, 0);
-    count_waiters(http, PLEG_HEALTH_LIVENESS);
-    count_waiters(http, PLEG_HEALTH_READINESS);
+    for (RoundKind kind = 0; kind < N_ROUNDS; kind++)
+        count_waiters(http, kind);
 }
 
 /* A round still running answers nobody. */

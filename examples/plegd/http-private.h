@@ -5,17 +5,27 @@
  */
 #pragma once
 
+#include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 
 #include "plegd.h"
 
 #define TEXT_CONTENT_TYPE "text/plain; charset=utf-8"
+#define JSON_CONTENT_TYPE "application/json"
 
 /* accept() failing (at the fd limit the listening socket stays readable) pauses accepting. */
 #define ACCEPT_BACKOFF_MIN_MS 100
 #define ACCEPT_BACKOFF_MAX_MS 1000
 
 typedef struct _Connection Connection;
+
+/* The health rounds: one of each PlegHealthKind, and /status's, which runs both kinds. */
+typedef enum {
+    ROUND_LIVENESS = PLEG_HEALTH_LIVENESS,
+    ROUND_READINESS = PLEG_HEALTH_READINESS,
+    ROUND_STATUS,
+    N_ROUNDS,
+} RoundKind;
 
 typedef struct {
     char *name;
@@ -44,11 +54,12 @@ struct _PlegdHttp {
     guint64 n_accept_errors; /* since the last log line */
     gint64 last_accept_log_usec;
 
-    struct _HealthRound *rounds[2]; /* by PlegHealthKind: the round running, NULL: none */
+    struct _HealthRound *rounds[N_ROUNDS]; /* by RoundKind: the round running, NULL: none */
     struct _RoundThreads *round_threads; /* shared with the rounds' threads */
     PlegMetric *health_waiters;          /* plegd_health_waiters{endpoint} */
     gboolean stopping;                   /* plegd_http_stop_accepting() was called */
     GPtrArray *readiness_infos; /* ReadinessInfo, plegd_http_add_readiness_info()'s */
+    PlegdStatusConfig status_config; /* for /status; its strings owned */
 };
 
 struct _Connection {
@@ -99,3 +110,14 @@ void plegd_http_health_waiter_lose_connection(struct _HealthWaiter *waiter);
 void plegd_http_health_waiter_time_out(struct _HealthWaiter *waiter, gint64 waited_usec);
 /* The ReadinessInfo array, freeing its items. */
 GPtrArray *plegd_http_readiness_infos_new(void);
+void plegd_http_handle_status(PlegdHttp *http, SoupServerMessage *msg);
+
+/* status-http.c */
+/* Answers /status from a status round's verdicts (PlegHealthResult), in the server's context. */
+void plegd_status_respond(PlegdHttp *http, SoupServerMessage *msg, GPtrArray *liveness,
+                          GPtrArray *readiness);
+
+/* pods-http.c: JSON members as plegd writes them.  A string: %NULL is null, bytes that are not
+ * UTF-8 become U+FFFD.  A time (Unix ns): RFC 3339, left out when 0 (CRI's "not set"). */
+void plegd_json_add_string(JsonBuilder *builder, const char *name, const char *value);
+void plegd_json_add_time(JsonBuilder *builder, const char *name, gint64 unix_ns);

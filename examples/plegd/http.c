@@ -2,7 +2,7 @@
 /*
  * plegd's HTTP server: routes, requests and the server's life (new, listen, stop, free).
  * Connections are http-connections.c's, health rounds http-health.c's, /events
- * events-http.c's, /pods pods-http.c's.
+ * events-http.c's, /pods pods-http.c's, /status status-http.c's.
  */
 #include <errno.h>
 #include <libsoup/soup.h>
@@ -176,6 +176,8 @@ lookup_route(PlegdHttp *http, const char *path)
         return handle_events;
     if (g_str_equal(path, "/pods"))
         return handle_pods;
+    if (g_str_equal(path, "/status"))
+        return plegd_http_handle_status;
     return NULL;
 }
 
@@ -362,6 +364,7 @@ plegd_http_free(PlegdHttp *http)
     g_object_unref(http->server);
     g_hash_table_unref(http->connections);
     g_ptr_array_unref(http->readiness_infos);
+    g_free(http->status_config.runtime_endpoint);
     g_object_unref(http->listener);
     g_object_unref(http->cancellable);
     g_clear_pointer(&http->context, g_main_context_unref);

@@ -507,8 +507,15 @@ run(const PlegdOptions *options)
     if (options->metrics_address) {
         g_autofree char *url = NULL;
 
+        PlegdStatusConfig status = {
+            .runtime_endpoint = options->endpoint,
+            .relist_period_usec = options->relist_period_usec,
+            .relist_threshold_usec = options->relist_threshold_usec,
+        };
+
         http = plegd_http_new(host);
         plegd_http_set_events(http, events);
+        plegd_http_set_status_config(http, &status);
         if (state)
             plegd_http_add_readiness_info(http, "state", describe_state, state);
         if (options->http_idle_timeout_usec > 0)

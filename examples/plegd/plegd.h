@@ -790,6 +790,16 @@ void plegd_events_end_all(PlegdEvents *events);
 const char *plegd_events_get_instance(PlegdEvents *events);
 
 /**
+ * plegd_events_get_seqs:
+ * @ret_oldest: (out) (optional): the oldest seq the ring holds (the newest + 1 when it holds
+ *   none).
+ * @ret_newest: (out) (optional): the newest seq published, the history's first - 1 before any.
+ *
+ * The seqs of a 410's oldest_seq and newest_seq, and of /status.
+ */
+void plegd_events_get_seqs(PlegdEvents *events, guint64 *ret_oldest, guint64 *ret_newest);
+
+/**
  * plegd_events_set_cutoff_grace:
  * @grace_usec: how long a client cut off as a slow consumer has to read what was queued for it
  *   (its last events and the error line) before its connection is closed regardless; default
@@ -906,6 +916,30 @@ gboolean plegd_events_serve(PlegdEvents *events, SoupServerMessage *msg, GSocket
  * Streams leave the %PLEGD_HTTP_MAX_CONNECTIONS pool and its idle timeout once they start.
  */
 void plegd_http_set_events(PlegdHttp *http, PlegdEvents *events);
+
+/* status-http.c: GET /status, plegd's health and settings in one JSON document. */
+
+/**
+ * PlegdStatusConfig:
+ * @runtime_endpoint: (nullable): the CRI endpoint plegd relists.
+ * @relist_period_usec: --relist-period.
+ * @relist_threshold_usec: --relist-threshold.
+ *
+ * What /status says of plegd's settings (the rest it reads from the host when asked).
+ */
+typedef struct {
+    char *runtime_endpoint;
+    gint64 relist_period_usec;
+    gint64 relist_threshold_usec;
+} PlegdStatusConfig;
+
+/**
+ * plegd_http_set_status_config:
+ * @config: (transfer none): copied.
+ *
+ * Sets what /status reports of plegd's settings; without it they are left out.
+ */
+void plegd_http_set_status_config(PlegdHttp *http, const PlegdStatusConfig *config);
 
 /* pods-http.c: GET /pods, what plegd believes: the Generic PLEG's pod cache as JSON. */
 

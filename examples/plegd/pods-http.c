@@ -10,8 +10,6 @@
 
 #include "http-private.h"
 
-#define JSON_CONTENT_TYPE "application/json"
-
 /* One pod's cache entry: a status, or the error its last inspection failed with, and its
  * names (from the status, or from the listing when the inspection failed). */
 typedef struct {
@@ -72,8 +70,8 @@ compare_entries(gconstpointer pa, gconstpointer pb)
 
 /* JSON text is UTF-8; a runtime's names are bytes it chose: others become U+FFFD, as in the
  * event lines.  %NULL is null. */
-static void
-add_string(JsonBuilder *builder, const char *name, const char *value)
+void
+plegd_json_add_string(JsonBuilder *builder, const char *name, const char *value)
 {
     json_builder_set_member_name(builder, name);
     if (!value) {
@@ -92,12 +90,12 @@ static void
 add_optional_string(JsonBuilder *builder, const char *name, const char *value)
 {
     if (value && value[0] != '\0')
-        add_string(builder, name, value);
+        plegd_json_add_string(builder, name, value);
 }
 
 /* Only when set: 0 is CRI's "not set"; 1970 would be a lie. */
-static void
-add_time(JsonBuilder *builder, const char *name, gint64 unix_ns)
+void
+plegd_json_add_time(JsonBuilder *builder, const char *name, gint64 unix_ns)
 {
     char text[PLEG_TIME_RFC3339_SIZE];
 
@@ -125,10 +123,10 @@ static void
 add_sandbox(JsonBuilder *builder, const PlegPodSandboxStatus *sandbox)
 {
     json_builder_begin_object(builder);
-    add_string(builder, "id", sandbox->id);
-    add_string(builder, "state", sandbox_state_to_string(sandbox->state));
+    plegd_json_add_string(builder, "id", sandbox->id);
+    plegd_json_add_string(builder, "state", sandbox_state_to_string(sandbox->state));
     add_int(builder, "attempt", sandbox->attempt);
-    add_time(builder, "created_at", sandbox->created_at_ns);
+    plegd_json_add_time(builder, "created_at", sandbox->created_at_ns);
     json_builder_end_object(builder);
 }
 
@@ -136,20 +134,20 @@ static void
 add_container(JsonBuilder *builder, const PlegContainerStatus *container)
 {
     json_builder_begin_object(builder);
-    add_string(builder, "name", container->name);
-    add_string(builder, "id", container->id);
-    add_string(builder, "state", pleg_container_state_to_string(container->state));
+    plegd_json_add_string(builder, "name", container->name);
+    plegd_json_add_string(builder, "id", container->id);
+    plegd_json_add_string(builder, "state", pleg_container_state_to_string(container->state));
     add_int(builder, "attempt", container->attempt);
-    add_string(builder, "image", container->image);
+    plegd_json_add_string(builder, "image", container->image);
     add_optional_string(builder, "image_ref", container->image_ref);
     /* CRI's exit_code means something only once the container exited. */
     if (container->state == PLEG_CONTAINER_STATE_EXITED)
         add_int(builder, "exit_code", container->exit_code);
     add_optional_string(builder, "reason", container->reason);
     add_optional_string(builder, "message", container->message);
-    add_time(builder, "created_at", container->created_at_ns);
-    add_time(builder, "started_at", container->started_at_ns);
-    add_time(builder, "finished_at", container->finished_at_ns);
+    plegd_json_add_time(builder, "created_at", container->created_at_ns);
+    plegd_json_add_time(builder, "started_at", container->started_at_ns);
+    plegd_json_add_time(builder, "finished_at", container->finished_at_ns);
     json_builder_end_object(builder);
 }
 
@@ -159,12 +157,12 @@ add_pod(JsonBuilder *builder, const PodEntry *entry)
     const PlegPodStatus *status = entry->status;
 
     json_builder_begin_object(builder);
-    add_string(builder, "uid", entry->uid);
-    add_string(builder, "namespace", entry_namespace(entry));
-    add_string(builder, "name", entry_name(entry));
-    add_time(builder, "observed_at", entry->modified_ns);
+    plegd_json_add_string(builder, "uid", entry->uid);
+    plegd_json_add_string(builder, "namespace", entry_namespace(entry));
+    plegd_json_add_string(builder, "name", entry_name(entry));
+    plegd_json_add_time(builder, "observed_at", entry->modified_ns);
     if (entry->error)
-        add_string(builder, "error", entry->error->message);
+        plegd_json_add_string(builder, "error", entry->error->message);
     json_builder_set_member_name(builder, "ips");
     json_builder_begin_array(builder);
     for (char **ip = status ? status->ips : NULL; ip && *ip; ip++)
@@ -220,7 +218,7 @@ plegd_pods_to_json(PlegPodCache *cache, const PlegdEventFilter *filter)
     g_ptr_array_sort(entries, compare_entries);
 
     json_builder_begin_object(builder);
-    add_time(builder, "relisted_at", relisted_ns);
+    plegd_json_add_time(builder, "relisted_at", relisted_ns);
     json_builder_set_member_name(builder, "pods");
     json_builder_begin_array(builder);
     for (guint i = 0; i < entries->len; i++)

@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * GET /status against cri-sim: the liveness and readiness verdicts with each check, the same
+ * ones /livez?verbose and /readyz?verbose show; a runtime that goes away makes plegd not ready
+ * (the "runtime" check names it) and leaves it live, and coming back makes it ready again; the
+ * relist settings and the last relist; the pods; the event history's instance and seqs, which
+ * /events agrees with; the plugins; the state directory's informational line; a parameter, a
+ * POST and a HEAD.  Every wait polls /status to a deadline.
+ */
+#include <json-glib/json-glib.h>
+#include <signal.h>
+
+#include "cri-sim.h"
+#include "pleg-config.h"
+#include "plegd-runner.h"
+
+typedef struct {
+    char *dir;
+    char *state_dir;
+    CriSim *sim;
+    PlegdRunner *plegd;
+    char *base;
+} Fixture;
+
+static Fixture fixture;
+
+static gint64
+deadline(void)
+{
+    return g_get_monotonic_time() + (g_getenv("PLEGD_TEST_WRAPPER") ? 120 : 30) * G_USEC_PER_SEC;
+}
+
+static void
+setup(void)
+{
+    g_autofree char *path = NULL, *endpoint = NULL, *state = NULL;
+    g_autoptr(GError) error = NULL;
+
+    fixture.dir = make_tmpdir();
+    fixture.state_dir = make_tmpdir();
+    path = g_build_filename(fixture.dir, "cri.sock", NULL);
+    fixture.sim = cri_sim_new(path, &error);
+    ck_assert_msg(fixture.sim, "%s", error ? error->message : "");
+    ck_assert(cri_sim_add_pod(fixture.sim, "u1", "web", NULL));
+    ck_assert(cri_sim_add_pod(fixture.sim, "u2", "db", NULL));
+    endpoint = g_strdup_printf("--container-runtime-endpoint=unix://%s", path);
+    state = g_strdup_printf("--state-dir=%s", fixture.state_dir);
+    fixture.plegd = plegd_runner_spawn(NULL, endpoint, "--relist-period=100ms",
+                                       "--relist-threshold=2s", "--runtime-request-timeout=1s",
+                                       "--metrics-bind-address=127.0.0.1:0", state);
+    fixture.base = plegd_runner_wait_metrics_url(fixture.plegd);
+}
+
+static void
+teardown(void)
+{
+    g_clear_pointer(&fixture.plegd, plegd_runner_free);
+    g_clear_pointer(&fixture.sim, cri_sim_free);
+    g_clear_pointer(&fixture.base, g_free);
+    remove_tmpdir(fixture.state_dir);
+    remove_tmpdir(fixture.dir);
+    g_clear_pointer(&fixture.state_dir, g_free);
+    g_clear_pointer(&fixture.dir, g_free);
+}
+
+static JsonNode *
+parse_object(const char *body)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+
+    ck_assert_msg(json_parser_load_from_data(parser, body, -1, &error), "%s: %s",
+                  error ? error->message : "", body);
+    ck_assert_msg(JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)), "%s", body);
+    return json_node_copy(json_parser_get_root(parser));
+}
+
+static JsonNode *
+get_status(void)
+{
+    g_autofree char *url = g_strconcat(fixture.base, "/status", NULL);
+    g_autofree char *body = NULL, *type = NULL;
+    guint status = http_request("GET", url, &body, &type);
+
+    ck_assert_msg(status == 200, "GET /status: %u %s", status, body);
+    ck_assert_str_eq(type, "application/json");
+    ck_assert_msg(g_str_has_suffix(body, "}\n"), "%s", body);
+    return parse_object(body);
+}
+
+static JsonObject *
+member(JsonNode *root, const char *path)
+{
+    g_auto(GStrv) names = g_strsplit(path, ".", -1);
+    JsonObject *object = json_node_get_object(root);
+
+    for (char **name = names; *name; name++) {
+        ck_assert_msg(json_object_has_member(object, *name), "no %s in /status", path);
+        object = json_object_get_object_member(object, *name);
+    }
+    return object;
+}
+
+/* "name:ok" or "name:failed" for each check of verdict @name, comma-separated. */
+static char *
+summarize_checks(JsonNode *root, const char *name)
+{
+    JsonArray *checks = json_object_get_array_member(member(root, name), "checks");
+    g_autoptr(GString) text = g_string_new(NULL);
+
+    for (guint i = 0; i < json_array_get_length(checks); i++) {
+        JsonObject *check = json_array_get_object_element(checks, i);
+        gboolean ok = json_object_get_boolean_member(check, "ok");
+
+        g_string_append_printf(text, "%s%s:%s", i ? "," : "",
+                               json_object_get_string_member(check, "name"),
+                               ok ? "ok" : "failed");
+        /* A reason exactly when it failed. */
+        ck_assert_int_eq(json_object_has_member(check, "reason"), !ok);
+    }
+    return g_string_free(g_steal_pointer(&text), FALSE);
+}
+
+static gboolean
+verdict(JsonNode *root, const char *name)
+{
+    return json_object_get_boolean_member(member(root, name), "ok");
+}
+
+/* Polls /status until readiness is @ready; returns the document. */
+static JsonNode *
+wait_ready(gboolean ready)
+{
+    gint64 end = deadline();
+
+    for (;;) {
+        g_autoptr(JsonNode) root = get_status();
+
+        if (verdict(root, "ready") == ready)
+            return g_steal_pointer(&root);
+        ck_assert_msg(g_get_monotonic_time() < end, "/status never said ready.ok=%d", ready);
+        g_usleep(20 * 1000);
+    }
+}
+
+START_TEST(test_status_document)
+{
+    g_autoptr(JsonNode) root = wait_ready(TRUE);
+    JsonObject *object = json_node_get_object(root);
+    JsonObject *relist = member(root, "relist");
+    JsonObject *events = member(root, "events");
+    JsonArray *plugins = json_object_get_array_member(object, "plugins");
+    JsonArray *infos = json_object_get_array_member(member(root, "ready"), "informational");
+    g_autofree char *live = summarize_checks(root, "live");
+    g_autofree char *ready = summarize_checks(root, "ready");
+    g_autofree char *url = g_strconcat(fixture.base, "/events?follow=false", NULL);
+    g_autofree char *body = NULL, *endpoint = NULL;
+    g_autoptr(GDateTime) last_success = NULL;
+    gboolean watchdog = FALSE;
+
+    ck_assert_str_eq(json_object_get_string_member(object, "version"), PLEG_VERSION);
+    endpoint = g_strconcat("unix://", cri_sim_get_socket_path(fixture.sim), NULL);
+    ck_assert_str_eq(json_object_get_string_member(object, "runtime_endpoint"), endpoint);
+    ck_assert(verdict(root, "live"));
+    ck_assert_str_eq(live, "pleg-dispatcher:ok");
+    ck_assert_str_eq(ready, "pleg-dispatcher:ok,first-relist:ok,runtime:ok,pleg:ok");
+
+    ck_assert_int_eq(json_object_get_int_member(relist, "period_ms"), 100);
+    ck_assert_int_eq(json_object_get_int_member(relist, "threshold_ms"), 2000);
+    last_success = g_date_time_new_from_iso8601(
+        json_object_get_string_member(relist, "last_success"), NULL);
+    ck_assert(last_success != NULL);
+    ck_assert_int_ge(json_object_get_int_member(relist, "last_success_age_ms"), 0);
+    ck_assert_int_lt(json_object_get_int_member(relist, "last_success_age_ms"), 2000);
+    ck_assert(json_object_has_member(relist, "last_attempt"));
+    ck_assert(json_object_has_member(relist, "last_finished_age_ms"));
+    ck_assert(!json_object_has_member(relist, "last_error"));
+    ck_assert_int_eq(json_object_get_int_member(object, "pods"), 2);
+
+    /* The history /events serves: the same instance, and its newest seq is the last line's. */
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 200);
+    {
+        g_auto(GStrv) lines = g_strsplit(g_strchomp(body), "\n", -1);
+        g_autoptr(JsonNode) last = parse_object(lines[g_strv_length(lines) - 1]);
+
+        ck_assert_int_eq(json_object_get_int_member(events, "newest_seq"),
+                         json_object_get_int_member(json_node_get_object(last), "seq"));
+        ck_assert_int_le(json_object_get_int_member(events, "oldest_seq"),
+                         json_object_get_int_member(events, "newest_seq"));
+    }
+    ck_assert_int_eq(strlen(json_object_get_string_member(events, "instance")), 36);
+    ck_assert_int_eq(json_object_get_int_member(events, "clients"), 0);
+
+    for (guint i = 0; i < json_array_get_length(plugins); i++) {
+        JsonObject *plugin = json_array_get_object_element(plugins, i);
+
+        if (g_str_equal(json_object_get_string_member(plugin, "name"), "watchdog")) {
+            watchdog = TRUE;
+            ck_assert_str_eq(json_object_get_string_member(plugin, "state"), "running");
+            ck_assert_str_eq(json_object_get_string_member(plugin, "feature_gate"),
+                             "SystemdWatchdog");
+        } else if (g_str_equal(json_object_get_string_member(plugin, "name"), "evented")) {
+            ck_assert_str_eq(json_object_get_string_member(plugin, "state"), "disabled-gate");
+            ck_assert_str_eq(json_object_get_string_member(plugin, "detail"),
+                             "disabled (feature gate EventedPLEG off)");
+        }
+    }
+    ck_assert_msg(watchdog, "no watchdog plugin in /status");
+
+    /* --state-dir's line, as /readyz?verbose shows it. */
+    ck_assert_int_eq(json_array_get_length(infos), 1);
+    ck_assert_str_eq(json_object_get_string_member(json_array_get_object_element(infos, 0),
+                                                   "name"),
+                     "state");
+    ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
+}
+END_TEST
+
+START_TEST(test_status_runtime_away)
+{
+    g_autoptr(JsonNode) ready = wait_ready(TRUE);
+    g_autoptr(JsonNode) away = NULL, back = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *checks = NULL;
+    JsonArray *list;
+    const char *reason = NULL;
+
+    ck_assert_msg(cri_sim_go_away(fixture.sim, -1, FALSE, &error), "%s",
+                  error ? error->message : "");
+    away = wait_ready(FALSE);
+    /* Restarting plegd would not bring the runtime back: still live. */
+    ck_assert(verdict(away, "live"));
+    checks = summarize_checks(away, "ready");
+    ck_assert_msg(g_str_has_prefix(checks, "pleg-dispatcher:ok,first-relist:ok,runtime:failed"),
+                  "%s", checks);
+    list = json_object_get_array_member(member(away, "ready"), "checks");
+    for (guint i = 0; i < json_array_get_length(list); i++) {
+        JsonObject *check = json_array_get_object_element(list, i);
+
+        if (g_str_equal(json_object_get_string_member(check, "name"), "runtime"))
+            reason = json_object_get_string_member(check, "reason");
+    }
+    ck_assert_msg(reason && g_str_has_prefix(reason, "container runtime is not reachable: "),
+                  "%s", reason ? reason : "(none)");
+    ck_assert(json_object_has_member(member(away, "relist"), "last_error"));
+
+    ck_assert_msg(cri_sim_come_back(fixture.sim, &error), "%s", error ? error->message : "");
+    back = wait_ready(TRUE);
+    ck_assert(!json_object_has_member(member(back, "relist"), "last_error"));
+    ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
+}
+END_TEST
+
+START_TEST(test_status_requests)
+{
+    g_autofree char *with_query = g_strconcat(fixture.base, "/status?verbose", NULL);
+    g_autofree char *url = g_strconcat(fixture.base, "/status", NULL);
+    g_autofree char *body = NULL, *head_body = NULL, *post_body = NULL;
+
+    ck_assert_uint_eq(http_request("GET", with_query, &body, NULL), 400);
+    ck_assert_str_eq(body, "unknown query parameter \"verbose\" (/status takes none)\n");
+    ck_assert_uint_eq(http_request("HEAD", url, &head_body, NULL), 200);
+    ck_assert_msg(!head_body || head_body[0] == '\0', "HEAD answered a body: %s", head_body);
+    ck_assert_uint_eq(http_request("POST", url, &post_body, NULL), 405);
+    ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
+}
+END_TEST
+
+static Suite *
+status_suite(void)
+{
+    Suite *suite = suite_create("plegd-status");
+    TCase *tc = tcase_create("status");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 90);
+    tcase_add_test(tc, test_status_document);
+    tcase_add_test(tc, test_status_runtime_away);
+    tcase_add_test(tc, test_status_requests);
+    suite_add_tcase(suite, tc);
+    return suite;
+}
+
+int
+main(void)
+{
+    SRunner *runner = srunner_create(status_suite());
+    int failed;
+
+    srunner_run_all(runner, CK_NORMAL);
+    failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? 0 : 1;
+}
