@@ -3,6 +3,10 @@
 """check-man-flags.py PLEGD PAGE_SOURCE: plegd(8) documents exactly the options `plegd --help`
 prints, each with its argument and its default, and the [plegd] keys of --config.
 
+check-man-flags.py --plegctl PLEGCTL PAGE_SOURCE: plegctl(1) documents exactly the options each
+command's `plegctl COMMAND --help` prints, with its argument and default: the options every
+command takes in OPTIONS, a command's own in the section named after it (EVENTS, PODS, STATUS).
+
 PAGE_SOURCE is the scdoc source of the page as configured by the build (doc/man/plegd.8.scd.in
 with the build's paths filled in).  Whoever adds, renames or removes a flag, or changes a
 default, without updating the page makes this test fail; so does a page entry for a flag plegd
@@ -63,25 +67,24 @@ def entries(lines):
     return result
 
 
-def check(help_flags, source):
-    problems = []
-    secs = sections(source)
-    if "OPTIONS" not in secs:
-        return ["the page has no OPTIONS section"]
-
+def documented_flags(lines):
+    """{flag name: (heading, body)} of the option entries of a section."""
     documented = {}
-    for heading, body in entries(secs["OPTIONS"]).items():
+    for heading, body in entries(lines).items():
         # "*--name*=_ARG_" or "*-h*, *--help*"; anything else is a paragraph.
         m = re.match(r"^(?:\*-\w\*, )?\*--([a-z][a-z0-9-]*)\*(?:=\S+)?$", heading)
         if not m:
             continue
-        names = [m.group(1)]
-        for name in names:
-            documented[name] = (strip_markup(heading), strip_markup(body))
+        documented[m.group(1)] = (strip_markup(heading), strip_markup(body))
+    return documented
 
+
+def compare_flags(help_flags, documented, command, section):
+    """What differs between the flags `command --help` prints and a section's entries."""
+    problems = []
     for name, (metavar, default) in sorted(help_flags.items()):
         if name not in documented:
-            problems.append(f"--{name} is in `plegd --help` but not in OPTIONS")
+            problems.append(f"--{name} is in `{command} --help` but not in {section}")
             continue
         heading, body = documented[name]
         expected = f"--{name}" + (f"={metavar}" if metavar else "")
@@ -90,7 +93,18 @@ def check(help_flags, source):
         if default is not None and strip_markup(default) not in body:
             problems.append(f"--{name}: default \"{default}\" (from --help) is not in its entry: {body}")
     for name in sorted(set(documented) - set(help_flags)):
-        problems.append(f"--{name} is in OPTIONS but `plegd --help` does not print it")
+        problems.append(f"--{name} is in {section} but `{command} --help` does not print it")
+    return problems
+
+
+def check(help_flags, source):
+    problems = []
+    secs = sections(source)
+    if "OPTIONS" not in secs:
+        return ["the page has no OPTIONS section"]
+
+    documented = documented_flags(secs["OPTIONS"])
+    problems += compare_flags(help_flags, documented, "plegd", "OPTIONS")
 
     config = secs.get("CONFIGURATION FILE")
     if config is None:
@@ -109,9 +123,63 @@ def check(help_flags, source):
     return problems
 
 
+PLEGCTL_COMMANDS = ("events", "pods", "status")
+
+
+def check_plegctl(helps, source):
+    """helps: {command: its parsed --help}.  The options all commands print belong in OPTIONS,
+    the rest in the command's own section."""
+    problems = []
+    secs = sections(source)
+    common = set.intersection(*(set(flags) for flags in helps.values()))
+    first = helps[PLEGCTL_COMMANDS[0]]
+    if "OPTIONS" not in secs:
+        return ["the page has no OPTIONS section"]
+    problems += compare_flags({n: first[n] for n in common}, documented_flags(secs["OPTIONS"]),
+                              "plegctl COMMAND", "OPTIONS")
+    for command, flags in helps.items():
+        section = command.upper()
+        if section not in secs:
+            problems.append(f"the page has no {section} section")
+            continue
+        own = {n: v for n, v in flags.items() if n not in common}
+        problems += compare_flags(own, documented_flags(secs[section]), f"plegctl {command}",
+                                  section)
+    return problems
+
+
+def main_plegctl(plegctl, page):
+    env = dict(os.environ, LC_ALL="C.UTF-8")
+    helps = {}
+    for command in PLEGCTL_COMMANDS:
+        text = subprocess.run([plegctl, command, "--help"], check=True, capture_output=True,
+                              text=True, env=env, timeout=60).stdout
+        helps[command] = parse_help(text)
+        if len(helps[command]) < 3:
+            sys.exit(f"could not parse `plegctl {command} --help`:\n{text}")
+    with open(page, encoding="utf-8") as f:
+        source = f.read()
+
+    # The check must be able to fail: the page without the entry of --since.
+    mutated = re.sub(r"^\*--since\*.*\n(\t.*\n)+", "", source, flags=re.M)
+    if mutated == source or not check_plegctl(helps, mutated):
+        sys.exit("self-check failed: a page without --since's entry was not caught")
+
+    problems = check_plegctl(helps, source)
+    for p in problems:
+        print(f"plegctl(1) ({page}): {p}", file=sys.stderr)
+    if problems:
+        sys.exit(1)
+    n = sum(len(flags) for flags in helps.values())
+    print(f"plegctl(1) documents all {n} options of `plegctl COMMAND --help` with their defaults")
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--plegctl":
+        main_plegctl(sys.argv[2], sys.argv[3])
+        return
     if len(sys.argv) != 3:
-        sys.exit("usage: check-man-flags.py PLEGD PAGE_SOURCE")
+        sys.exit("usage: check-man-flags.py PLEGD PAGE_SOURCE | --plegctl PLEGCTL PAGE_SOURCE")
     plegd, page = sys.argv[1:]
     env = dict(os.environ, LC_ALL="C.UTF-8")
     help_text = subprocess.run([plegd, "--help"], check=True, capture_output=True, text=True,
