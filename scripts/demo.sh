@@ -6,7 +6,8 @@
 # (one JSON object per line) shown on this terminal, creates three pods whose containers exit with
 # different codes, stops plegd, removes the pods while it is down, restarts it from its state
 # directory, checks that plegd reported every step once (the removals after the restart, nothing
-# twice), and shuts everything down.
+# twice), asks plegd with plegctl what died, what it sees and whether it is healthy, and shuts
+# everything down.
 
 set -euo pipefail
 
@@ -29,6 +30,7 @@ bash scripts/install-deps.sh
 ninja -C "$BUILD_DIR"
 
 PLEGD=$BUILD_DIR/examples/plegd/plegd
+PLEGCTL=$BUILD_DIR/examples/plegctl/plegctl
 CRI_CTL=$BUILD_DIR/tests/tools/cri-ctl
 DIR=$(mktemp -d /tmp/pleg-demo-XXXXXX)
 ENDPOINT=unix://$DIR/containerd.sock
@@ -57,6 +59,11 @@ cri() {
     "$CRI_CTL" --endpoint="$ENDPOINT" "$@"
 }
 
+# plegctl against this demo's plegd (METRICS_URL, set by start_plegd).
+plegctl() {
+    "$PLEGCTL" --address="$METRICS_URL" "$@"
+}
+
 # waits until plegd printed an event of type $1 for container $2 (and matching $3, a regex, if given)
 wait_event() {
     local deadline=$((SECONDS + WAIT_SEC))
@@ -79,7 +86,7 @@ say "starting a private containerd in $DIR"
 PLEG_SANDBOX_OWNER_PID=$$ scripts/containerd-sandbox.sh start "$DIR"
 
 # Starts plegd with its state in $DIR/state, its events appended to $EVENTS and shown here, and
-# waits until it is healthy; sets plegd_pid and METRICS_URL.
+# waits until it is live and ready (plegctl status exits 0); sets plegd_pid and METRICS_URL.
 start_plegd() {
     : >"$DIR/plegd.log"
     "$PLEGD" --container-runtime-endpoint="$ENDPOINT" --relist-period=1s \
@@ -88,12 +95,12 @@ start_plegd() {
     plegd_pid=$!
     local deadline=$((SECONDS + WAIT_SEC))
     until METRICS_URL=$(grep -o 'serving metrics on http://[^ "]*' "$DIR/plegd.log" 2>/dev/null | cut -d' ' -f4) &&
-        [ -n "$METRICS_URL" ] && [[ $(http_get /healthz 2>/dev/null) == HTTP/1.?' 200 '* ]]; do
+        [ -n "$METRICS_URL" ] && plegctl status -o json >/dev/null 2>&1; do
         kill -0 "$plegd_pid" 2>/dev/null || fail "plegd exited"
-        [ $SECONDS -lt $deadline ] || fail "plegd did not become healthy within ${WAIT_SEC}s"
+        [ $SECONDS -lt $deadline ] || fail "plegd did not become ready within ${WAIT_SEC}s"
         sleep 0.2
     done
-    say "plegd is healthy, metrics on $METRICS_URL"
+    say "plegd is live and ready, serving on $METRICS_URL"
 }
 
 say "starting plegd; its events follow"
@@ -125,9 +132,12 @@ for pod in "${pods[@]}"; do
         "(runtime: $(cri inspect "${container[$pod]}"))"
 done
 
+say "what plegd sees (plegctl pods):"
+plegctl pods -n demo -o table >&2
+
 # What a consumer keeps to resume: the last seq it saw, and the history it belongs to.
 last_seq=$(tail -n 1 "$EVENTS" | jq .seq)
-instance=$(curl -sI "$METRICS_URL/events" | tr -d '\r' | awk -F': ' 'tolower($1) == "plegd-instance" {print $2}')
+instance=$(plegctl status -o json | jq -r .events.instance)
 say "stopping plegd at seq $last_seq (instance $instance); the pods are removed while it is down"
 kill -TERM "$plegd_pid"
 wait "$plegd_pid" || fail "plegd did not stop cleanly"
@@ -152,18 +162,21 @@ for pod in "${pods[@]}"; do
     done
 done
 say "a consumer that stored seq $last_seq resumes where it stopped:"
-say "  curl -s '$METRICS_URL/events?follow=false&since=$last_seq&instance=$instance'"
-resumed=$(curl -s "$METRICS_URL/events?follow=false&since=$last_seq&instance=$instance")
+say "  plegctl events --since $last_seq --instance $instance"
+resumed=$(plegctl events --since "$last_seq" --instance "$instance" -o json)
 jq -r '"  \(.seq) \(.type) \(.namespace)/\(.pod) \(.container // "sandbox")"' <<<"$resumed" >&2
 [ "$(jq -s 'map(select(.type == "ContainerRemoved")) | length' <<<"$resumed")" = $((2 * ${#pods[@]})) ] ||
     fail "the resumed read did not answer the removals: $resumed"
 [ "$(jq -s '.[0].seq' <<<"$resumed")" = $((last_seq + 1)) ] || fail "the seqs did not go on from $last_seq"
 
 say "which containers of namespace demo died, with what exit code and reason, in the last ten minutes:"
-say "  curl -s '$METRICS_URL/events?follow=false&type=ContainerDied&namespace=demo&sandbox=false&since_time=10m'"
-died=$(curl -s "$METRICS_URL/events?follow=false&type=ContainerDied&namespace=demo&sandbox=false&since_time=10m")
-jq -r '"  \(.time) \(.namespace)/\(.pod) container \(.container) exited \(.exit_code) (\(.reason))"' <<<"$died" >&2
+say "  plegctl events --type ContainerDied -n demo --sandbox=false --since 10m"
+plegctl events --type ContainerDied -n demo --sandbox=false --since 10m -o table >&2
+died=$(plegctl events --type ContainerDied -n demo --sandbox=false --since 10m -o json)
 [ "$(jq -s length <<<"$died")" = "${#pods[@]}" ] || fail "the bounded read did not answer one death a pod: $died"
+
+say "is plegd healthy, and why (plegctl status):"
+plegctl status -o table >&2 || fail "plegctl status says plegd is not live and ready"
 
 say "plegd's relist metrics:"
 http_get /metrics | grep -E '^kubelet_(pleg_relist_duration_seconds_(count|sum)|pleg_events_total|running_)' >&2 || true

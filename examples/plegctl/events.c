@@ -28,6 +28,7 @@ typedef struct {
     char *since_seq;  /* --since as a seq: since= */
     char *since_time; /* --since as a time or duration: since_time= */
     char *instance;   /* --instance */
+    char *sandbox;    /* --sandbox: "true" or "false" */
     char **types, **namespaces, **pods;
 
     /* Where a follow resumes: after @cursor, in @history. */
@@ -106,6 +107,8 @@ build_path(Events *ev)
         plegctl_query_add(path, "namespace", *ns);
     for (char **pod = ev->pods; pod && *pod; pod++)
         plegctl_query_add(path, "pod", *pod);
+    if (ev->sandbox)
+        plegctl_query_add(path, "sandbox", ev->sandbox);
     return g_string_free(path, FALSE);
 }
 
@@ -459,6 +462,15 @@ check_options(Events *ev, const char *since, GError **error)
             return FALSE;
         }
     }
+    if (ev->sandbox && !g_str_equal(ev->sandbox, "true") && !g_str_equal(ev->sandbox, "false")) {
+        g_autofree char *shown = pleg_log_text(ev->sandbox, -1, 0);
+
+        g_set_error(error, PLEGCTL_ERROR, PLEGCTL_EXIT_USAGE,
+                    "invalid --sandbox \"%s\": expected true (sandboxes only) or false "
+                    "(containers only)",
+                    shown);
+        return FALSE;
+    }
     if (!since)
         return TRUE;
     if (g_ascii_isdigit(since[0]) &&
@@ -502,6 +514,8 @@ plegctl_events(PlegctlCommon *common, int argc, char **argv, GError **error)
          "Only events of pods in namespace NS (repeat for several)", "NS"},
         {"pod", 0, 0, G_OPTION_ARG_STRING_ARRAY, &ev.pods,
          "Only events of pods named NAME (repeat for several)", "NAME"},
+        {"sandbox", 0, 0, G_OPTION_ARG_STRING, &ev.sandbox,
+         "true: only the events of pod sandboxes; false: only containers' and PodSync", "BOOL"},
         {"instance", 0, 0, G_OPTION_ARG_STRING, &ev.instance,
          "With --since SEQ: the history SEQ belongs to (the Plegd-Instance header); another "
          "history's events are never shown",
@@ -552,6 +566,7 @@ out:
     g_free(ev.since_seq);
     g_free(ev.since_time);
     g_free(ev.instance);
+    g_free(ev.sandbox);
     g_free(ev.history);
     g_strfreev(ev.types);
     g_strfreev(ev.namespaces);

@@ -366,9 +366,13 @@ START_TEST(test_events)
             ck_assert_str_eq(member_string(shop->pdata[i], "namespace"), "shop");
         ck_assert_uint_eq(shop->len, 3);
         ck_assert_uint_eq(both->len, 6);
+        g_autoptr(GPtrArray) containers = wait_events_with(2, "-n", "batch", "--sandbox=false");
+        g_autofree char *containers_got = summarize_events(containers, TRUE);
+
         got = summarize_events(starts, TRUE);
         ck_assert_str_eq(got,
                          "ContainerDied worker,ContainerStarted (sandbox),ContainerStarted worker");
+        ck_assert_str_eq(containers_got, "ContainerDied worker,ContainerStarted worker");
     }
 
     /* --since SEQ: exactly the events after it. */
@@ -405,6 +409,9 @@ START_TEST(test_events)
     g_clear_pointer(&out, g_free);
     assert_plegctl(2, "invalid --type \"Died\"", &out, "events", fixture.address_arg,
                    "--type=Died");
+    g_clear_pointer(&out, g_free);
+    assert_plegctl(2, "invalid --sandbox \"maybe\"", &out, "events", fixture.address_arg,
+                   "--sandbox=maybe");
     ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
 }
 END_TEST
