@@ -101,3 +101,15 @@ plegctl_parse_command(PlegctlCommon *common, const GOptionEntry *entries, int *a
     return FALSE;
 }
 
+
+gboolean
+plegctl_print_answer(PlegctlCommon *common, GBytes *body, const char *table, GError **error)
+{
+    gsize size;
+    const char *data;
+
+    if (common->format == PLEGCTL_OUTPUT_TABLE)
+        return plegctl_print(table, -1, error);
+    data = g_bytes_get_data(body, &size);
+    return plegctl_print(data ? data : "", (gssize)size, error);
+}

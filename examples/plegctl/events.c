@@ -64,6 +64,21 @@ finish(Events *ev, int status, GError *error)
         g_propagate_error(&ev->error, error);
 }
 
+/* Ends with status 1 and "plegd at ADDRESS " followed by the @format's text. */
+static void G_GNUC_PRINTF(2, 3)
+finish_failed(Events *ev, const char *format, ...)
+{
+    g_autofree char *address = plegctl_cell(plegctl_client_get_address(ev->client));
+    g_autofree char *what = NULL;
+    va_list args;
+
+    va_start(args, format);
+    what = g_strdup_vprintf(format, args);
+    va_end(args);
+    finish(ev, PLEGCTL_EXIT_ERROR,
+           g_error_new(PLEGCTL_ERROR, PLEGCTL_EXIT_ERROR, "plegd at %s %s", address, what));
+}
+
 static void
 close_answer(Events *ev)
 {
@@ -236,13 +251,9 @@ handle_line(Events *ev, const char *line, gsize length)
         return;
     if (!json_parser_load_from_data(parser, line, (gssize)length, &error) ||
         !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
-        g_autofree char *address = plegctl_cell(plegctl_client_get_address(ev->client));
         g_autofree char *shown = pleg_log_text(line, (gssize)length, 256);
 
-        finish(ev, PLEGCTL_EXIT_ERROR,
-               g_error_new(PLEGCTL_ERROR, PLEGCTL_EXIT_ERROR,
-                           "%s sent an /events line that is not plegd's JSON: %s", address,
-                           shown));
+        finish_failed(ev, "sent an /events line that is not JSON: %s", shown);
         return;
     }
     object = json_node_get_object(json_parser_get_root(parser));
@@ -267,12 +278,7 @@ handle_line(Events *ev, const char *line, gsize length)
         return;
     }
     if (!plegctl_json_int(object, "seq", &seq) || seq < 0) {
-        g_autofree char *address = plegctl_cell(plegctl_client_get_address(ev->client));
-
-        finish(ev, PLEGCTL_EXIT_ERROR,
-               g_error_new(PLEGCTL_ERROR, PLEGCTL_EXIT_ERROR,
-                           "%s sent an /events line without a seq: not plegd's /events",
-                           address));
+        finish_failed(ev, "sent an /events line without a seq: not plegd's /events");
         return;
     }
     /* Each event once: a resumed stream starts after the cursor, this only guards it. */
@@ -288,8 +294,6 @@ handle_line(Events *ev, const char *line, gsize length)
 static void
 handle_end(Events *ev, const GError *error)
 {
-    g_autofree char *address = plegctl_cell(plegctl_client_get_address(ev->client));
-
     if (ev->refusal) {
         g_autoptr(GBytes) body = g_bytes_new(ev->refusal->str, ev->refusal->len);
         GError *refused = NULL;
@@ -314,20 +318,14 @@ handle_end(Events *ev, const GError *error)
     }
 
     if (ev->end_reason && g_str_equal(ev->end_reason, "shutting_down") && !ev->follow) {
-        finish(ev, PLEGCTL_EXIT_ERROR,
-               g_error_new(PLEGCTL_ERROR, PLEGCTL_EXIT_ERROR,
-                           "plegd at %s shut down before it sent every event asked for: ask "
-                           "again",
-                           address));
+        finish_failed(ev, "shut down before it sent every event asked for: ask again");
         return;
     }
     if (!ev->follow) {
         if (error) {
             g_autofree char *why = plegctl_cell(error->message);
 
-            finish(ev, PLEGCTL_EXIT_ERROR,
-                   g_error_new(PLEGCTL_ERROR, PLEGCTL_EXIT_ERROR,
-                               "the answer of plegd at %s broke off: %s", address, why));
+            finish_failed(ev, "broke off its answer: %s", why);
             return;
         }
         finish(ev, PLEGCTL_EXIT_OK, NULL);
@@ -353,12 +351,7 @@ on_line(GObject *source, GAsyncResult *result, gpointer data)
 
     /* Not UTF-8: still a line of plegd's to judge (it sends only UTF-8). */
     if (!line && g_error_matches(error, G_CONVERT_ERROR, G_CONVERT_ERROR_ILLEGAL_SEQUENCE)) {
-        g_autofree char *address = plegctl_cell(plegctl_client_get_address(ev->client));
-
-        finish(ev, PLEGCTL_EXIT_ERROR,
-               g_error_new(PLEGCTL_ERROR, PLEGCTL_EXIT_ERROR,
-                           "%s sent an /events line that is not UTF-8: not plegd's /events",
-                           address));
+        finish_failed(ev, "sent an /events line that is not UTF-8: not plegd's /events");
         return;
     }
     if (!line) {

@@ -193,5 +193,8 @@ gboolean plegctl_parse_command(PlegctlCommon *common, const GOptionEntry *entrie
 
 /* Writes @text to stdout and flushes it; FALSE (with @error) when stdout is gone. */
 gboolean plegctl_print(const char *text, gssize length, GError **error);
+/* Prints plegd's answer: its @body as it came with -o json, else @table, the text made of it. */
+gboolean plegctl_print_answer(PlegctlCommon *common, GBytes *body, const char *table,
+                              GError **error);
 
 G_END_DECLS

@@ -78,6 +78,7 @@ plegctl_pods(PlegctlCommon *common, int argc, char **argv, GError **error)
     g_autoptr(GString) path = g_string_new("/pods");
     g_autoptr(JsonNode) node = NULL;
     g_autoptr(GBytes) body = NULL;
+    g_autofree char *table = NULL;
     JsonArray *pods;
 
     if (!plegctl_parse_command(common, entries, &argc, &argv, error))
@@ -99,17 +100,8 @@ plegctl_pods(PlegctlCommon *common, int argc, char **argv, GError **error)
         return PLEGCTL_EXIT_ERROR;
     }
 
-    if (common->format == PLEGCTL_OUTPUT_JSON) {
-        gsize size;
-        const char *data = g_bytes_get_data(body, &size);
-
-        if (!plegctl_print(data, (gssize)size, error))
-            return PLEGCTL_EXIT_ERROR;
-    } else {
-        g_autofree char *text = format_pods(pods);
-
-        if (!plegctl_print(text, -1, error))
-            return PLEGCTL_EXIT_ERROR;
-    }
-    return PLEGCTL_EXIT_OK;
+    if (common->format == PLEGCTL_OUTPUT_TABLE)
+        table = format_pods(pods);
+    return plegctl_print_answer(common, body, table, error) ? PLEGCTL_EXIT_OK
+                                                            : PLEGCTL_EXIT_ERROR;
 }

@@ -210,6 +210,7 @@ plegctl_status(PlegctlCommon *common, int argc, char **argv, GError **error)
     g_autoptr(PlegctlClient) client = NULL;
     g_autoptr(JsonNode) node = NULL;
     g_autoptr(GBytes) body = NULL;
+    g_autofree char *table = NULL;
     JsonObject *root;
     gboolean live = FALSE, ready = FALSE;
 
@@ -233,18 +234,10 @@ plegctl_status(PlegctlCommon *common, int argc, char **argv, GError **error)
         return PLEGCTL_EXIT_ERROR;
     }
 
-    if (common->format == PLEGCTL_OUTPUT_JSON) {
-        gsize size;
-        const char *data = g_bytes_get_data(body, &size);
-
-        if (!plegctl_print(data, (gssize)size, error))
-            return PLEGCTL_EXIT_ERROR;
-    } else {
-        g_autofree char *text = format_status(client, root, live, ready);
-
-        if (!plegctl_print(text, -1, error))
-            return PLEGCTL_EXIT_ERROR;
-    }
+    if (common->format == PLEGCTL_OUTPUT_TABLE)
+        table = format_status(client, root, live, ready);
+    if (!plegctl_print_answer(common, body, table, error))
+        return PLEGCTL_EXIT_ERROR;
     if (!live)
         return PLEGCTL_EXIT_NOT_LIVE;
     return ready ? PLEGCTL_EXIT_OK : PLEGCTL_EXIT_NOT_READY;

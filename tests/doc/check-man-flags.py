@@ -148,59 +148,52 @@ def check_plegctl(helps, source):
     return problems
 
 
-def main_plegctl(plegctl, page):
+def help_of(argv, least):
+    """The parsed `argv` (a --help command line), with at least `least` flags."""
     env = dict(os.environ, LC_ALL="C.UTF-8")
-    helps = {}
-    for command in PLEGCTL_COMMANDS:
-        text = subprocess.run([plegctl, command, "--help"], check=True, capture_output=True,
-                              text=True, env=env, timeout=60).stdout
-        helps[command] = parse_help(text)
-        if len(helps[command]) < 3:
-            sys.exit(f"could not parse `plegctl {command} --help`:\n{text}")
+    text = subprocess.run(argv, check=True, capture_output=True, text=True, env=env,
+                          timeout=60).stdout
+    flags = parse_help(text)
+    if len(flags) < least:
+        sys.exit(f"could not parse `{' '.join(argv)}`:\n{text}")
+    return flags
+
+
+def judge(title, page, check_page, removed, summary):
+    """Runs check_page(source) on the page, after making sure that it fails on the page without
+    the entry of the flag `removed`; prints the problems or `summary`."""
     with open(page, encoding="utf-8") as f:
         source = f.read()
 
-    # The check must be able to fail: the page without the entry of --since.
-    mutated = re.sub(r"^\*--since\*.*\n(\t.*\n)+", "", source, flags=re.M)
-    if mutated == source or not check_plegctl(helps, mutated):
-        sys.exit("self-check failed: a page without --since's entry was not caught")
+    # The check must be able to fail: the page without one entry.
+    mutated = re.sub(rf"^\*--{removed}\*.*\n(\t.*\n)+", "", source, flags=re.M)
+    if mutated == source or not check_page(mutated):
+        sys.exit(f"self-check failed: a page without --{removed}'s entry was not caught")
 
-    problems = check_plegctl(helps, source)
+    problems = check_page(source)
     for p in problems:
-        print(f"plegctl(1) ({page}): {p}", file=sys.stderr)
+        print(f"{title} ({page}): {p}", file=sys.stderr)
     if problems:
         sys.exit(1)
-    n = sum(len(flags) for flags in helps.values())
-    print(f"plegctl(1) documents all {n} options of `plegctl COMMAND --help` with their defaults")
+    print(summary)
 
 
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--plegctl":
-        main_plegctl(sys.argv[2], sys.argv[3])
+        plegctl, page = sys.argv[2:]
+        helps = {c: help_of([plegctl, c, "--help"], 3) for c in PLEGCTL_COMMANDS}
+        n = sum(len(flags) for flags in helps.values())
+        judge("plegctl(1)", page, lambda source: check_plegctl(helps, source), "since",
+              f"plegctl(1) documents all {n} options of `plegctl COMMAND --help` with their "
+              "defaults")
         return
     if len(sys.argv) != 3:
         sys.exit("usage: check-man-flags.py PLEGD PAGE_SOURCE | --plegctl PLEGCTL PAGE_SOURCE")
     plegd, page = sys.argv[1:]
-    env = dict(os.environ, LC_ALL="C.UTF-8")
-    help_text = subprocess.run([plegd, "--help"], check=True, capture_output=True, text=True,
-                               env=env, timeout=60).stdout
-    help_flags = parse_help(help_text)
-    if len(help_flags) < 5:
-        sys.exit(f"could not parse `plegd --help`:\n{help_text}")
-    with open(page, encoding="utf-8") as f:
-        source = f.read()
-
-    # The check must be able to fail: the page without the entry of --relist-period.
-    mutated = re.sub(r"^\*--relist-period\*.*\n(\t.*\n)+", "", source, flags=re.M)
-    if mutated == source or not check(help_flags, mutated):
-        sys.exit("self-check failed: a page without --relist-period's entry was not caught")
-
-    problems = check(help_flags, source)
-    for p in problems:
-        print(f"plegd(8) ({page}): {p}", file=sys.stderr)
-    if problems:
-        sys.exit(1)
-    print(f"plegd(8) documents all {len(help_flags)} options of `plegd --help` with their defaults")
+    help_flags = help_of([plegd, "--help"], 5)
+    judge("plegd(8)", page, lambda source: check(help_flags, source), "relist-period",
+          f"plegd(8) documents all {len(help_flags)} options of `plegd --help` with their "
+          "defaults")
 
 
 if __name__ == "__main__":

@@ -488,6 +488,18 @@ http_request(const char *method, const char *url, char **ret_body, char **ret_co
     return soup_message_get_status(message);
 }
 
+JsonNode *
+parse_json_object(const char *text)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+
+    ck_assert_msg(text && json_parser_load_from_data(parser, text, -1, &error), "%s: %s",
+                  error ? error->message : "no text", text ? text : "");
+    ck_assert_msg(JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)), "not an object: %s", text);
+    return json_node_copy(json_parser_get_root(parser));
+}
+
 GSocket *
 bind_notify_socket(const char *path)
 {

@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <gio/gio.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
@@ -96,6 +97,9 @@ void copy_file(const char *source, const char *dir, const char *name);
 /* One HTTP request without proxies; returns the status.  Fails the test when no answer comes
  * within the runner's deadline. */
 guint http_request(const char *method, const char *url, char **ret_body, char **ret_content_type);
+
+/* @text as a JSON object; fails the test when it is not one. */
+JsonNode *parse_json_object(const char *text);
 
 /* A datagram socket bound at @path, for NOTIFY_SOCKET. */
 GSocket *bind_notify_socket(const char *path);
