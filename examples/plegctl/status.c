@@ -60,14 +60,16 @@ append_checks(GString *out, const char *title, JsonObject *verdict)
     }
 }
 
-/* The fast path is the evented watcher (EventedPLEG): whether its plugin runs, and what it
- * says of its stream in readiness's informational lines. */
+/* The fast path is the evented watcher (EventedPLEG): whether its plugin runs, and how its CRI
+ * event stream fares, as it says in its status (connected, connecting, unimplemented,
+ * disconnected: plegd(8)).  Only "connected" is on. */
 static char *
 describe_fast_path(JsonObject *root)
 {
     JsonArray *plugins = plegctl_json_array(root, "plugins");
-    JsonArray *infos = plegctl_json_array(plegctl_json_object(root, "ready"), "informational");
-    JsonObject *evented = NULL;
+    JsonObject *evented = NULL, *status;
+    const char *word, *message;
+    g_autofree char *text = NULL;
 
     for (guint i = 0; plugins && i < json_array_get_length(plugins) && !evented; i++) {
         JsonObject *plugin = plegctl_json_element(plugins, i);
@@ -82,16 +84,17 @@ describe_fast_path(JsonObject *root)
 
         return g_strdup_printf("off: evented %s", detail);
     }
-    for (guint i = 0; infos && i < json_array_get_length(infos); i++) {
-        JsonObject *info = plegctl_json_element(infos, i);
-
-        if (g_strcmp0(plegctl_json_string(info, "name"), "evented") == 0) {
-            g_autofree char *message = plegctl_cell(plegctl_json_string(info, "message"));
-
-            return g_strdup_printf("on: evented %s", message);
-        }
-    }
-    return g_strdup("on: evented running");
+    status = plegctl_json_object(evented, "status");
+    word = plegctl_json_string(status, "state");
+    if (!word)
+        return g_strdup("on: evented running");
+    message = plegctl_json_string(status, "message");
+    text = plegctl_cell(message ? message : word);
+    if (g_str_equal(word, "connected"))
+        return g_strdup_printf("on: %s", text);
+    if (g_str_equal(word, "connecting"))
+        return g_strdup_printf("starting: %s", text);
+    return g_strdup_printf("off: %s", text);
 }
 
 /* "every 1s (threshold 3m0s); last success 2026-12-05 10:15:02, 150ms ago" and the error. */

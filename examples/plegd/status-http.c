@@ -138,6 +138,22 @@ add_events(JsonBuilder *builder, PlegdEvents *events)
     json_builder_end_object(builder);
 }
 
+/* What the plugin says of itself (set_status): {"state":WORD,"message":TEXT,"since":TIME}. */
+static void
+add_plugin_status(JsonBuilder *builder, const PlegPluginStatus *status)
+{
+    /* The plugin's own text: escaped and cut, as /readyz?verbose shows it. */
+    g_autofree char *message = pleg_log_text(status->message, -1, 1024);
+
+    json_builder_set_member_name(builder, "status");
+    json_builder_begin_object(builder);
+    plegd_json_add_string(builder, "state", status->state);
+    if (message[0] != '\0')
+        plegd_json_add_string(builder, "message", message);
+    plegd_json_add_time(builder, "since", status->since_unix_usec * 1000);
+    json_builder_end_object(builder);
+}
+
 static void
 add_plugins(JsonBuilder *builder, PlegHost *host)
 {
@@ -149,12 +165,16 @@ add_plugins(JsonBuilder *builder, PlegHost *host)
         const PlegPluginInfo *info = g_ptr_array_index(plugins, i);
         g_autofree char *detail = plegd_describe_plugin(info);
 
+        g_autoptr(PlegPluginStatus) status = pleg_host_get_plugin_status(host, info->name);
+
         json_builder_begin_object(builder);
         plegd_json_add_string(builder, "name", info->name);
         plegd_json_add_string(builder, "state", pleg_plugin_state_to_string(info->state));
         plegd_json_add_string(builder, "detail", detail);
         if (info->feature_gate)
             plegd_json_add_string(builder, "feature_gate", info->feature_gate);
+        if (status)
+            add_plugin_status(builder, status);
         json_builder_end_object(builder);
     }
     json_builder_end_array(builder);

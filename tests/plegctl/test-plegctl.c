@@ -453,9 +453,10 @@ END_TEST
 
 /* ---- status ---- */
 
-/* Polls `plegctl status -o table` until it exits @status; returns its stdout. */
+/* Polls `plegctl status -o table` until it exits @status and prints @needle (NULL: anything);
+ * returns its stdout. */
 static char *
-wait_status(int status)
+wait_status(int status, const char *needle)
 {
     gint64 end = deadline();
 
@@ -463,20 +464,21 @@ wait_status(int status)
         g_autofree char *out = NULL, *err = NULL;
         int got = run_plegctl(&out, &err, "status", fixture.address_arg, "-o", "table");
 
-        if (got == status) {
+        if (got == status && (!needle || strstr(out, needle))) {
             ck_assert_str_eq(err, "");
             return g_steal_pointer(&out);
         }
         ck_assert_msg(got == 0 || got == 3, "plegctl status exited %d: %s", got, err);
-        ck_assert_msg(g_get_monotonic_time() < end, "plegctl status never exited %d:\n%s", status,
-                      out);
+        ck_assert_msg(g_get_monotonic_time() < end, "plegctl status never exited %d with %s:\n%s",
+                      status, needle ? needle : "any output", out);
         g_usleep(50 * 1000);
     }
 }
 
 START_TEST(test_status)
 {
-    g_autofree char *ready = wait_status(0);
+    /* EventedPLEG is on: the fast path is on once the watcher's stream is connected. */
+    g_autofree char *ready = wait_status(0, "\n  Fast path:  on: connected since ");
     g_autofree char *away = NULL, *back = NULL, *json = NULL;
     g_autoptr(JsonNode) doc = NULL;
     g_autoptr(GError) error = NULL;
@@ -484,13 +486,12 @@ START_TEST(test_status)
 
     ck_assert_msg(g_str_has_prefix(ready, head), "%s", ready);
     ck_assert_msg(strstr(ready, "\n  Live:       yes\n  Ready:      yes\n"), "%s", ready);
-    /* EventedPLEG is on: the evented plugin runs. */
-    ck_assert_msg(strstr(ready, "\n  Fast path:  on: evented "), "%s", ready);
     ck_assert_msg(strstr(ready, "\n  Relists:    every 100ms (threshold 3m0s); last success "),
                   "%s", ready);
     ck_assert_msg(strstr(ready, "\nReadiness checks:\n  [+] pleg-dispatcher\n  [+] first-relist\n"
                                 "  [+] runtime\n  [+] pleg\n  [i] state: durable in "),
                   "%s", ready);
+    ck_assert_msg(strstr(ready, "\n  [i] evented: connected since "), "%s", ready);
     ck_assert_msg(strstr(ready, "\nPLUGIN    STATE    DETAIL\nevented   running  running\n"),
                   "%s", ready);
 
@@ -502,7 +503,8 @@ START_TEST(test_status)
     /* The runtime gone: live, not ready (3), and why. */
     ck_assert_msg(cri_sim_go_away(fixture.sim, -1, FALSE, &error), "%s",
                   error ? error->message : "");
-    away = wait_status(3);
+    /* The runtime gone: not ready (3), and the watcher's stream is down with it. */
+    away = wait_status(3, "\n  Fast path:  off: disconnected since ");
     ck_assert_msg(strstr(away, "\n  Live:       yes\n  Ready:      no: runtime failed: container "
                                "runtime is not reachable: "),
                   "%s", away);
@@ -511,7 +513,7 @@ START_TEST(test_status)
     assert_plegctl(3, NULL, &json, "status", fixture.address_arg, "-o", "json");
 
     ck_assert_msg(cri_sim_come_back(fixture.sim, &error), "%s", error ? error->message : "");
-    back = wait_status(0);
+    back = wait_status(0, NULL);
     ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
 }
 END_TEST

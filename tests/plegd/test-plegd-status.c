@@ -47,7 +47,8 @@ setup(void)
     state = g_strdup_printf("--state-dir=%s", fixture.state_dir);
     fixture.plegd = plegd_runner_spawn(NULL, endpoint, "--relist-period=100ms",
                                        "--relist-threshold=2s", "--runtime-request-timeout=1s",
-                                       "--metrics-bind-address=127.0.0.1:0", state);
+                                       "--metrics-bind-address=127.0.0.1:0",
+                                       "--feature-gates=EventedPLEG=true", state);
     fixture.base = plegd_runner_wait_metrics_url(fixture.plegd);
 }
 
@@ -115,11 +116,39 @@ verdict(JsonNode *root, const char *name)
     return json_object_get_boolean_member(member(root, name), "ok");
 }
 
-/* Polls /status until readiness is @ready and, when @pods is not negative, the pod cache holds
- * @pods pods (a relist counts as successful once it listed, before its pods are in the cache);
- * returns the document. */
+/* The entry of plugin @name in /status. */
+static JsonObject *
+plugin_of(JsonNode *root, const char *name)
+{
+    JsonArray *plugins = json_object_get_array_member(json_node_get_object(root), "plugins");
+
+    for (guint i = 0; i < json_array_get_length(plugins); i++) {
+        JsonObject *plugin = json_array_get_object_element(plugins, i);
+
+        if (g_str_equal(json_object_get_string_member(plugin, "name"), name))
+            return plugin;
+    }
+    ck_abort_msg("no plugin %s in /status", name);
+    return NULL;
+}
+
+/* The evented watcher's status word, "" before it set one. */
+static const char *
+evented_state(JsonNode *root)
+{
+    JsonObject *plugin = plugin_of(root, "evented");
+
+    if (!json_object_has_member(plugin, "status"))
+        return "";
+    return json_object_get_string_member(json_object_get_object_member(plugin, "status"),
+                                         "state");
+}
+
+/* Polls /status until readiness is @ready, when @pods is not negative the pod cache holds @pods
+ * pods (a relist counts as successful once it listed, before its pods are in the cache), and
+ * when @evented is set the evented watcher's status is that word; returns the document. */
 static JsonNode *
-wait_status(gboolean ready, gint64 pods)
+wait_status(gboolean ready, gint64 pods, const char *evented)
 {
     gint64 end = deadline();
 
@@ -127,16 +156,18 @@ wait_status(gboolean ready, gint64 pods)
         g_autoptr(JsonNode) root = get_status();
 
         if (verdict(root, "ready") == ready &&
-            (pods < 0 || json_object_get_int_member(json_node_get_object(root), "pods") == pods))
+            (pods < 0 || json_object_get_int_member(json_node_get_object(root), "pods") == pods) &&
+            (!evented || g_str_equal(evented_state(root), evented)))
             return g_steal_pointer(&root);
         ck_assert_msg(g_get_monotonic_time() < end,
-                      "/status never said ready.ok=%d with %" G_GINT64_FORMAT " pods", ready,
-                      pods);
+                      "/status never said ready.ok=%d with %" G_GINT64_FORMAT
+                      " pods, evented %s",
+                      ready, pods, evented ? evented : "any");
         g_usleep(20 * 1000);
     }
 }
 
-#define wait_ready(ready) wait_status((ready), -1)
+#define wait_ready(ready) wait_status((ready), -1, NULL)
 
 /* Waits until /events holds @n events (the runtime changes no more); returns the last seq. */
 static gint64
@@ -163,17 +194,18 @@ START_TEST(test_status_document)
 {
     /* The two pods' sandboxes started, published after the pods are in the cache. */
     gint64 last_seq = wait_history(2);
-    g_autoptr(JsonNode) root = wait_status(TRUE, 2);
+    g_autoptr(JsonNode) root = wait_status(TRUE, 2, "connected");
     JsonObject *object = json_node_get_object(root);
     JsonObject *relist = member(root, "relist");
     JsonObject *events = member(root, "events");
-    JsonArray *plugins = json_object_get_array_member(object, "plugins");
+    JsonObject *evented = plugin_of(root, "evented");
+    JsonObject *watchdog = plugin_of(root, "watchdog");
+    JsonObject *evented_status = json_object_get_object_member(evented, "status");
     JsonArray *infos = json_object_get_array_member(member(root, "ready"), "informational");
     g_autofree char *live = summarize_checks(root, "live");
     g_autofree char *ready = summarize_checks(root, "ready");
     g_autofree char *endpoint = NULL;
-    g_autoptr(GDateTime) last_success = NULL;
-    gboolean watchdog = FALSE;
+    g_autoptr(GDateTime) last_success = NULL, since = NULL;
 
     ck_assert_str_eq(json_object_get_string_member(object, "version"), PLEG_VERSION);
     endpoint = g_strconcat("unix://", cri_sim_get_socket_path(fixture.sim), NULL);
@@ -200,27 +232,31 @@ START_TEST(test_status_document)
     ck_assert_int_eq(strlen(json_object_get_string_member(events, "instance")), 36);
     ck_assert_int_eq(json_object_get_int_member(events, "clients"), 0);
 
-    for (guint i = 0; i < json_array_get_length(plugins); i++) {
-        JsonObject *plugin = json_array_get_object_element(plugins, i);
+    ck_assert_str_eq(json_object_get_string_member(watchdog, "state"), "running");
+    ck_assert_str_eq(json_object_get_string_member(watchdog, "detail"), "running");
+    ck_assert_str_eq(json_object_get_string_member(watchdog, "feature_gate"), "SystemdWatchdog");
+    ck_assert(!json_object_has_member(watchdog, "status")); /* it sets none */
+    /* The watcher's status: its word, its line, and since when. */
+    ck_assert_str_eq(json_object_get_string_member(evented, "state"), "running");
+    ck_assert_str_eq(json_object_get_string_member(evented, "feature_gate"), "EventedPLEG");
+    ck_assert_msg(g_str_has_prefix(json_object_get_string_member(evented_status, "message"),
+                                   "connected since "),
+                  "%s", json_object_get_string_member(evented_status, "message"));
+    since = g_date_time_new_from_iso8601(json_object_get_string_member(evented_status, "since"),
+                                         NULL);
+    ck_assert(since != NULL);
 
-        if (g_str_equal(json_object_get_string_member(plugin, "name"), "watchdog")) {
-            watchdog = TRUE;
-            ck_assert_str_eq(json_object_get_string_member(plugin, "state"), "running");
-            ck_assert_str_eq(json_object_get_string_member(plugin, "feature_gate"),
-                             "SystemdWatchdog");
-        } else if (g_str_equal(json_object_get_string_member(plugin, "name"), "evented")) {
-            ck_assert_str_eq(json_object_get_string_member(plugin, "state"), "disabled-gate");
-            ck_assert_str_eq(json_object_get_string_member(plugin, "detail"),
-                             "disabled (feature gate EventedPLEG off)");
-        }
-    }
-    ck_assert_msg(watchdog, "no watchdog plugin in /status");
-
-    /* --state-dir's line, as /readyz?verbose shows it. */
-    ck_assert_int_eq(json_array_get_length(infos), 1);
+    /* The informational lines /readyz?verbose shows: --state-dir's, then the watcher's. */
+    ck_assert_int_eq(json_array_get_length(infos), 2);
     ck_assert_str_eq(json_object_get_string_member(json_array_get_object_element(infos, 0),
                                                    "name"),
                      "state");
+    ck_assert_str_eq(json_object_get_string_member(json_array_get_object_element(infos, 1),
+                                                   "name"),
+                     "evented");
+    ck_assert_str_eq(json_object_get_string_member(json_array_get_object_element(infos, 1),
+                                                   "message"),
+                     json_object_get_string_member(evented_status, "message"));
     ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
 }
 END_TEST
