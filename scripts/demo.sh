@@ -78,12 +78,16 @@ http_get() {
 say "starting a private containerd in $DIR"
 PLEG_SANDBOX_OWNER_PID=$$ scripts/containerd-sandbox.sh start "$DIR"
 
+# plegd serves /events and /pods on its unix socket (root and its group only; over TCP they
+# answer 403): here in $DIR rather than the node's /run/plegd/plegd.sock.
+SOCKET=$DIR/plegd.sock
+
 # Starts plegd with its state in $DIR/state, its events appended to $EVENTS and shown here, and
 # waits until it is healthy; sets plegd_pid and METRICS_URL.
 start_plegd() {
     : >"$DIR/plegd.log"
     "$PLEGD" --container-runtime-endpoint="$ENDPOINT" --relist-period=1s \
-        --metrics-bind-address=127.0.0.1:0 --state-dir="$DIR/state" \
+        --metrics-bind-address=127.0.0.1:0 --socket="$SOCKET" --state-dir="$DIR/state" \
         > >(tee -a "$EVENTS") 2>"$DIR/plegd.log" &
     plegd_pid=$!
     local deadline=$((SECONDS + WAIT_SEC))
@@ -127,7 +131,10 @@ done
 
 # What a consumer keeps to resume: the last seq it saw, and the history it belongs to.
 last_seq=$(tail -n 1 "$EVENTS" | jq .seq)
-instance=$(curl -sI "$METRICS_URL/events" | tr -d '\r' | awk -F': ' 'tolower($1) == "plegd-instance" {print $2}')
+instance=$(curl -sI --unix-socket "$SOCKET" http://localhost/events | tr -d '\r' | awk -F': ' 'tolower($1) == "plegd-instance" {print $2}')
+say "over TCP, where any local user and host-network pod can connect, /events is refused:"
+say "  $(curl -s "$METRICS_URL/events")"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$METRICS_URL/events") == 403 ]] || fail "/events over TCP was not refused"
 say "stopping plegd at seq $last_seq (instance $instance); the pods are removed while it is down"
 kill -TERM "$plegd_pid"
 wait "$plegd_pid" || fail "plegd did not stop cleanly"
@@ -152,16 +159,16 @@ for pod in "${pods[@]}"; do
     done
 done
 say "a consumer that stored seq $last_seq resumes where it stopped:"
-say "  curl -s '$METRICS_URL/events?follow=false&since=$last_seq&instance=$instance'"
-resumed=$(curl -s "$METRICS_URL/events?follow=false&since=$last_seq&instance=$instance")
+say "  curl -s --unix-socket $SOCKET 'http://localhost/events?follow=false&since=$last_seq&instance=$instance'"
+resumed=$(curl -s --unix-socket "$SOCKET" "http://localhost/events?follow=false&since=$last_seq&instance=$instance")
 jq -r '"  \(.seq) \(.type) \(.namespace)/\(.pod) \(.container // "sandbox")"' <<<"$resumed" >&2
 [ "$(jq -s 'map(select(.type == "ContainerRemoved")) | length' <<<"$resumed")" = $((2 * ${#pods[@]})) ] ||
     fail "the resumed read did not answer the removals: $resumed"
 [ "$(jq -s '.[0].seq' <<<"$resumed")" = $((last_seq + 1)) ] || fail "the seqs did not go on from $last_seq"
 
 say "which containers of namespace demo died, with what exit code and reason, in the last ten minutes:"
-say "  curl -s '$METRICS_URL/events?follow=false&type=ContainerDied&namespace=demo&sandbox=false&since_time=10m'"
-died=$(curl -s "$METRICS_URL/events?follow=false&type=ContainerDied&namespace=demo&sandbox=false&since_time=10m")
+say "  curl -s --unix-socket $SOCKET 'http://localhost/events?follow=false&type=ContainerDied&namespace=demo&sandbox=false&since_time=10m'"
+died=$(curl -s --unix-socket "$SOCKET" "http://localhost/events?follow=false&type=ContainerDied&namespace=demo&sandbox=false&since_time=10m")
 jq -r '"  \(.time) \(.namespace)/\(.pod) container \(.container) exited \(.exit_code) (\(.reason))"' <<<"$died" >&2
 [ "$(jq -s length <<<"$died")" = "${#pods[@]}" ] || fail "the bounded read did not answer one death a pod: $died"
 

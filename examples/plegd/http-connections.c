@@ -51,6 +51,7 @@ plegd_http_connection_free(gpointer data)
         g_object_unref(conn->stolen);
     }
     g_object_unref(conn->remote);
+    g_free(conn->peer);
     g_free(conn);
 }
 
@@ -363,6 +364,17 @@ serve(PlegdHttp *http, GSocketConnection *connection)
     conn = g_new0(Connection, 1);
     conn->http = http;
     conn->connection = connection;
+    if (g_socket_get_family(g_socket_connection_get_socket(connection)) == G_SOCKET_FAMILY_UNIX) {
+        conn->kind = LISTENER_UNIX;
+        conn->peer = plegd_http_describe_unix_peer(g_socket_connection_get_socket(connection));
+        /* libsoup takes the local address for an inet one (see its getter). */
+        g_object_unref(local);
+        local = g_object_ref(plegd_http_get_unix_stand_in_local(http));
+    } else {
+        conn->kind = LISTENER_TCP;
+        conn->peer = g_socket_connectable_to_string(G_SOCKET_CONNECTABLE(remote));
+    }
+    g_debug("an HTTP connection from %s", conn->peer);
     g_object_weak_ref(G_OBJECT(connection), on_connection_finalized, conn);
     conn->remote = g_object_ref(remote);
     conn->timer = pleg_timer_source_new();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <libsoup/soup.h>
+#include <sys/types.h>
 
 #include "plegd.h"
 
@@ -39,6 +40,7 @@ struct _PlegdHttp {
 
     gboolean accepting;
     GSocket *stand_in_peer; /* the other end of the stand-in listener's socket pair */
+    GSource *accept_start; /* the first accept, once every listener is added */
     GSource *accept_backoff;
     guint backoff_ms;
     guint64 n_accept_errors; /* since the last log line */
@@ -49,12 +51,27 @@ struct _PlegdHttp {
     PlegMetric *health_waiters;          /* plegd_health_waiters{endpoint} */
     gboolean stopping;                   /* plegd_http_stop_accepting() was called */
     GPtrArray *readiness_infos; /* ReadinessInfo, plegd_http_add_readiness_info()'s */
+
+    /* http-listeners.c */
+    char *socket_path;                /* NULL: no unix socket */
+    dev_t socket_dev;                 /* the socket file plegd made, to remove only that one */
+    ino_t socket_ino;
+    GSocketAddress *unix_stand_in_local; /* the local address libsoup gets for the socket's */
+    PlegdTcpEvents tcp_events;
 };
+
+/* Which listener a connection came from. */
+typedef enum {
+    LISTENER_TCP,  /* --metrics-bind-address */
+    LISTENER_UNIX, /* --socket */
+} ListenerKind;
 
 struct _Connection {
     PlegdHttp *http;
     GSocketConnection *connection; /* weak: libsoup holds it while it serves it */
     GSocketAddress *remote;
+    ListenerKind kind;
+    char *peer; /* who, for debug logs: "IP:PORT", or the socket's peer credentials */
     GSource *timer;      /* the idle deadline; when closing, the end of lingering */
     GSource *idle_watch; /* between requests: whether the client closed (watch_idle()) */
     gint64 last_active_usec;
@@ -73,6 +90,9 @@ struct _Connection {
 /* http.c */
 /* Sets @msg's answer; takes @body. */
 void plegd_http_respond(SoupServerMessage *msg, guint status, const char *content_type, char *body);
+/* Accepts on every listening socket, from the next main loop iteration on: call after each
+ * listener is added, before the main loop runs. */
+gboolean plegd_http_start_accepting(PlegdHttp *http, GError **error);
 
 /* http-connections.c */
 void plegd_http_destroy_source(GSource **source);
@@ -86,6 +106,19 @@ void plegd_http_watch_idle(Connection *conn);
 void plegd_http_refuse(PlegdHttp *http, Connection *conn, SoupServerMessage *msg, guint status);
 void plegd_http_accept_next(PlegdHttp *http);
 
+/* http-listeners.c */
+/* "pid=N uid=N gid=N" of the process at the other end of a unix socket (SO_PEERCRED). */
+char *plegd_http_describe_unix_peer(GSocket *socket);
+/* The local address handed to libsoup with a connection on the socket: libsoup 3.2 takes it
+ * for an inet one (the URI of an HTTP/1.0 request without Host). */
+GSocketAddress *plegd_http_get_unix_stand_in_local(PlegdHttp *http);
+/* Removes the socket file when it is still plegd's. */
+void plegd_http_remove_unix_socket(PlegdHttp *http);
+/* Whether @conn may GET @path; otherwise @msg is answered 403 with a line saying where it is
+ * served. */
+gboolean plegd_http_check_access(PlegdHttp *http, Connection *conn, SoupServerMessage *msg,
+                                 const char *path);
+void plegd_http_socket_clear(PlegdHttp *http);
 /* http-health.c */
 void plegd_http_health_init(PlegdHttp *http);
 /* The server is going: rounds still running answer nobody. */

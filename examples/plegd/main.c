@@ -481,6 +481,32 @@ describe_state(gpointer data)
     return plegd_state_describe(data);
 }
 
+/* The unix socket first: a second plegd started by mistake stops there, before it binds the
+ * TCP address. */
+static gboolean
+listen_http(PlegdHttp *http, const PlegdOptions *options, GError **error)
+{
+    g_autofree char *url = NULL;
+
+    plegd_http_set_tcp_events(http, options->tcp_events);
+    if (options->socket_path) {
+        if (!plegd_http_listen_unix(http, options->socket_path, options->socket_gid, error))
+            return FALSE;
+        g_info("serving the API on unix:%s", options->socket_path);
+    }
+    if (!options->metrics_address)
+        return TRUE;
+    if (!plegd_http_listen(http, options->metrics_address, &url, error))
+        return FALSE;
+    g_info("serving metrics on %s", url);
+    if (options->tcp_events == PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED)
+        plegd_log_warning("serving /events and /pods on %s without authentication "
+                          "(--serve-events-over-tcp=loopback-unauthenticated): every local user "
+                          "and every host-network pod can read them",
+                          url);
+    return TRUE;
+}
+
 static int
 run(const PlegdOptions *options)
 {
@@ -550,20 +576,17 @@ run(const PlegdOptions *options)
     resume(state, events, pleg_host_get_pleg(host), options->events_first_seq);
     if (options->http_idle_timeout_usec > 0)
         plegd_events_set_cutoff_grace(events, options->http_idle_timeout_usec);
-    if (options->metrics_address) {
-        g_autofree char *url = NULL;
-
+    if (options->metrics_address || options->socket_path) {
         http = plegd_http_new(host);
         plegd_http_set_events(http, events);
         if (state)
             plegd_http_add_readiness_info(http, "state", describe_state, state);
         if (options->http_idle_timeout_usec > 0)
             plegd_http_set_idle_timeout(http, options->http_idle_timeout_usec);
-        if (!plegd_http_listen(http, options->metrics_address, &url, &error)) {
+        if (!listen_http(http, options, &error)) {
             g_printerr("plegd: %s\n", error->message);
             return EXIT_FAILURE;
         }
-        g_info("serving metrics on %s", url);
     }
 
     loop = g_main_loop_new(NULL, FALSE);

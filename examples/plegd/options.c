@@ -6,9 +6,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "pleg-config.h"
@@ -35,6 +37,9 @@ typedef enum {
     SETTING_MAX_STATUS_CALLS,
     SETTING_EVENTS_JOURNAL,
     SETTING_STATE_DIR,
+    SETTING_SOCKET,
+    SETTING_SOCKET_GROUP,
+    SETTING_TCP_EVENTS,
     N_SETTINGS,
 } SettingId;
 
@@ -52,6 +57,9 @@ static const char *const setting_names[N_SETTINGS] = {
     [SETTING_MAX_STATUS_CALLS] = "max-status-calls-in-flight",
     [SETTING_EVENTS_JOURNAL] = "events-journal",
     [SETTING_STATE_DIR] = "state-dir",
+    [SETTING_SOCKET] = "socket",
+    [SETTING_SOCKET_GROUP] = "socket-group",
+    [SETTING_TCP_EVENTS] = "serve-events-over-tcp",
 };
 
 #define CONFIG_GROUP       PLEGD_CONFIG_GROUP
@@ -72,6 +80,7 @@ plegd_options_clear(PlegdOptions *options)
     g_clear_pointer(&options->plugin_dir, g_free);
     g_clear_pointer(&options->plugin_dir_origin, g_free);
     g_clear_pointer(&options->state_dir, g_free);
+    g_clear_pointer(&options->socket_path, g_free);
     g_clear_pointer(&options->disabled_plugins, g_strfreev);
     g_clear_pointer(&options->required_plugins, g_strfreev);
 }
@@ -170,6 +179,75 @@ parse_events_journal(const Settings *settings, PlegdEventsJournal *ret_mode, GEr
         *ret_mode = PLEGD_EVENTS_JOURNAL_NO;
     else
         return bad_setting(error, settings, SETTING_EVENTS_JOURNAL, "expected auto, yes or no");
+    return TRUE;
+}
+
+static gboolean
+parse_tcp_events(const Settings *settings, PlegdTcpEvents *ret_mode, GError **error)
+{
+    const char *text = settings->values[SETTING_TCP_EVENTS];
+
+    if (!text || g_str_equal(text, "no"))
+        *ret_mode = PLEGD_TCP_EVENTS_NO;
+    else if (g_str_equal(text, "loopback-unauthenticated"))
+        *ret_mode = PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED;
+    else
+        return bad_setting(error, settings, SETTING_TCP_EVENTS,
+                           "expected no or loopback-unauthenticated");
+    return TRUE;
+}
+
+/* A group name, or a number: chown(2) takes either, as the systemd unit's SocketGroup=. */
+static gboolean
+parse_socket_group(const Settings *settings, gint64 *ret_gid, GError **error)
+{
+    const char *text = settings->values[SETTING_SOCKET_GROUP];
+    struct group entry, *found = NULL;
+    char buffer[4096];
+    guint64 number;
+    int errsv;
+
+    if (!text || text[0] == '\0') {
+        *ret_gid = -1;
+        return TRUE;
+    }
+    if (g_ascii_string_to_unsigned(text, 10, 0, G_MAXUINT32 - 1, &number, NULL)) {
+        *ret_gid = (gint64)number;
+        return TRUE;
+    }
+    errsv = getgrnam_r(text, &entry, buffer, sizeof buffer, &found);
+    if (!found) {
+        g_autofree char *why = errsv == 0 ? g_strdup("no such group")
+                                          : g_strdup_printf("cannot look the group up: %s",
+                                                            g_strerror(errsv));
+
+        return bad_setting(error, settings, SETTING_SOCKET_GROUP, why);
+    }
+    *ret_gid = found->gr_gid;
+    return TRUE;
+}
+
+/* "" turns the socket off; the default is PLEGD_DEFAULT_SOCKET. */
+static gboolean
+parse_socket(const Settings *settings, char **ret_path, GError **error)
+{
+    const char *text = settings->values[SETTING_SOCKET];
+
+    if (!text) {
+        *ret_path = g_strdup(PLEGD_DEFAULT_SOCKET);
+        return TRUE;
+    }
+    if (text[0] == '\0') {
+        *ret_path = NULL;
+        return TRUE;
+    }
+    /* A relative one would depend on the directory plegd was started from. */
+    if (!g_path_is_absolute(text))
+        return bad_setting(error, settings, SETTING_SOCKET, "must be an absolute path");
+    if (strlen(text) >= G_SIZEOF_MEMBER(struct sockaddr_un, sun_path))
+        return bad_setting(error, settings, SETTING_SOCKET,
+                           "longer than a unix socket's 107 bytes");
+    *ret_path = g_strdup(text);
     return TRUE;
 }
 
@@ -550,7 +628,34 @@ parse_values(const Settings *settings, PlegdOptions *parsed, GError **error)
            parse_count(settings, SETTING_MAX_STATUS_CALLS, PLEG_DEFAULT_MAX_STATUS_CALLS_IN_FLIGHT,
                        1, PLEGD_MAX_STATUS_CALLS_IN_FLIGHT_MAX, &parsed->max_status_calls_in_flight,
                        error) &&
-           parse_events_journal(settings, &parsed->events_journal, error);
+           parse_events_journal(settings, &parsed->events_journal, error) &&
+           parse_socket(settings, &parsed->socket_path, error) &&
+           parse_socket_group(settings, &parsed->socket_gid, error) &&
+           parse_tcp_events(settings, &parsed->tcp_events, error);
+}
+
+/* What --serve-events-over-tcp asks of the TCP listener. */
+static gboolean
+check_tcp_events(const Settings *settings, const PlegdOptions *parsed, GError **error)
+{
+    GInetAddress *host;
+
+    if (parsed->tcp_events == PLEGD_TCP_EVENTS_NO)
+        return TRUE;
+    if (!parsed->metrics_address)
+        return bad_setting(error, settings, SETTING_TCP_EVENTS,
+                           "there is no TCP listener (--metrics-bind-address is empty)");
+    host = g_inet_socket_address_get_address(parsed->metrics_address);
+    if (parsed->tcp_events == PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED &&
+        !g_inet_address_get_is_loopback(host)) {
+        g_autofree char *shown = g_inet_address_to_string(host);
+        g_autofree char *why = g_strdup_printf(
+            "--metrics-bind-address must be a loopback address (127.0.0.1 or [::1]), not %s",
+            shown);
+
+        return bad_setting(error, settings, SETTING_TCP_EVENTS, why);
+    }
+    return TRUE;
 }
 
 /* The host checks the endpoint it is given, and main.c names the file when it came from there.
@@ -639,10 +744,21 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
          "PLEG health threshold (default " DEFAULT_RELIST_THRESHOLD ")", "DURATION"},
         {"metrics-bind-address", 0, 0, G_OPTION_ARG_STRING,
          &settings.values[SETTING_METRICS_ADDRESS],
-         "Serve the HTTP API (/metrics, /livez, /readyz, /events, /pods) here; \"\" disables, port 0 "
-         "picks a free port "
+         "Serve /metrics, /livez, /readyz and /healthz over TCP here (/events and /pods only with "
+         "--serve-events-over-tcp); \"\" disables, port 0 picks a free port "
          "(default " DEFAULT_METRICS_BIND_ADDRESS ")",
          "IP:PORT"},
+        {"socket", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_SOCKET],
+         "Serve the whole API (/events, /pods, /metrics, /livez, /readyz) on a unix socket here, "
+         "mode 0660; \"\" disables (default " PLEGD_DEFAULT_SOCKET ")",
+         "PATH"},
+        {"socket-group", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_SOCKET_GROUP],
+         "The group whose members may connect to --socket (default: plegd's own group)", "GROUP"},
+        {"serve-events-over-tcp", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_TCP_EVENTS],
+         "Serve /events and /pods on --metrics-bind-address too: no (403 naming the socket), or "
+         "loopback-unauthenticated (any local user and host-network pod can read them) "
+         "(default no)",
+         "no|loopback-unauthenticated"},
         {"feature-gates", 0, 0, G_OPTION_ARG_STRING_ARRAY, &feature_gates,
          "Feature gates, e.g. EventedPLEG=true; given again, adds to the gates set before",
          "NAME=BOOL,..."},
@@ -751,8 +867,12 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
                          (const char *const *)feature_gates, error))
         return FALSE;
 
-    if (!parse_values(&settings, &parsed, error))
+    if (!parse_values(&settings, &parsed, error) || !check_tcp_events(&settings, &parsed, error))
         return FALSE;
+    if (settings.values[SETTING_SOCKET_GROUP] && settings.values[SETTING_SOCKET_GROUP][0] &&
+        !parsed.socket_path)
+        return bad_setting(error, &settings, SETTING_SOCKET_GROUP,
+                           "there is no socket (--socket is empty)");
     /* A threshold shorter than the period would report a healthy PLEG unhealthy between relists. */
     if (parsed.relist_threshold_usec < parsed.relist_period_usec) {
         /* Name what was set: the threshold, or the period when the threshold is the default. */

@@ -33,6 +33,23 @@ typedef enum {
 } PlegdEventsJournal;
 
 /**
+ * PlegdTcpEvents:
+ * @PLEGD_TCP_EVENTS_NO: /events and /pods over TCP answer 403 with a line naming the socket.
+ * @PLEGD_TCP_EVENTS_TLS: served over TLS to a client whose certificate verified against
+ *   --client-ca-file; 403 without a client certificate.
+ * @PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED: served to anyone who reaches the loopback address
+ *   (any local user, any host-network pod): options.c makes sure the address is a loopback one.
+ *
+ * Who may read /events and /pods over TCP: --serve-events-over-tcp.  TCP always serves /metrics,
+ * /livez, /readyz and /healthz, what scrapers and probes need.
+ */
+typedef enum {
+    PLEGD_TCP_EVENTS_NO,
+    PLEGD_TCP_EVENTS_TLS,
+    PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED,
+} PlegdTcpEvents;
+
+/**
  * PlegdOptions:
  * @endpoint: the CRI endpoint, from the command line, the file or the build-time default.
  * @endpoint_origin: (nullable): the --config file @endpoint came from; %NULL: command line
@@ -54,6 +71,9 @@ typedef enum {
  *   microseconds.
  * @state_dir: (nullable): --state-dir, where the events and the PLEG's records are kept across
  *   restarts; %NULL: nowhere.
+ * @socket_path: (nullable): --socket, the unix socket of the whole API; %NULL: none.
+ * @socket_gid: --socket-group as a group id, -1: plegd's own group.
+ * @tcp_events: --serve-events-over-tcp.
  *
  * What plegd runs with.  Durations are in microseconds.
  */
@@ -79,6 +99,9 @@ typedef struct {
     guint journal_max_queue;
     char *state_dir;
     guint64 events_first_seq;
+    char *socket_path;
+    gint64 socket_gid;
+    PlegdTcpEvents tcp_events;
 } PlegdOptions;
 
 /**
@@ -431,12 +454,39 @@ GPtrArray *plegd_http_parse_query(const char *query, GError **error);
 
 /**
  * plegd_http_listen:
- * @ret_url: (out) (transfer full) (optional): "http://HOST:PORT" with the port actually bound.
+ * @ret_url: (out) (transfer full) (optional): "http://HOST:PORT" with the port actually bound
+ *   ("https://" once plegd_http_set_tls() was called).
  *
  * Listens on @address in the thread-default main context.  The error names the address.
+ * What TCP serves is limited: see plegd_http_set_tcp_events().
  */
 gboolean plegd_http_listen(PlegdHttp *http, GInetSocketAddress *address, char **ret_url,
                            GError **error);
+
+/* http-listeners.c: the unix socket that serves the whole API, and what TCP serves. */
+
+/* Where plegd serves its whole API by default (--socket), and where plegctl looks. */
+#define PLEGD_DEFAULT_SOCKET "/run/plegd/plegd.sock"
+/* The socket's mode: its owner (plegd's user, root) and its group (--socket-group) connect. */
+#define PLEGD_SOCKET_MODE 0660
+
+/**
+ * plegd_http_listen_unix:
+ * @path: an absolute path of at most 107 bytes.  Its directory is created (0755) when missing.
+ * @gid: the socket's group, or -1 for plegd's own.
+ * @error: %G_IO_ERROR naming @path: %G_IO_ERROR_EXISTS when @path is something else than a
+ *   socket (never removed), %G_IO_ERROR_ADDRESS_IN_USE when a process listens on it already.
+ *
+ * Serves the whole API (what TCP serves and /events and /pods) on a unix socket at @path, mode
+ * %PLEGD_SOCKET_MODE, owned by plegd's user and @gid.  A socket at @path that nobody listens on
+ * (left by a plegd that crashed: connect() is refused) is replaced.  The socket is removed by
+ * plegd_http_stop_accepting() when it is still the one plegd made (same inode).  Each
+ * connection's peer credentials (SO_PEERCRED) are logged at debug level.
+ */
+gboolean plegd_http_listen_unix(PlegdHttp *http, const char *path, gint64 gid, GError **error);
+
+/* Call before listening; the default is %PLEGD_TCP_EVENTS_NO. */
+void plegd_http_set_tcp_events(PlegdHttp *http, PlegdTcpEvents mode);
 
 /* relist-monitor.c: readiness, STATUS= and rate-limited relist failure logs. */
 

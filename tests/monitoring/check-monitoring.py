@@ -241,8 +241,11 @@ def run_plegd(args, tmp):
     plegd = None
     try:
         sim.wait_for("out", r"(?m)^ready$")
+        # The socket in the test's folder (the default is the node's); /metrics over TCP, as
+        # Prometheus scrapes it.
         plegd = Process([args.plegd, f"--container-runtime-endpoint=unix://{socket}",
                          "--metrics-bind-address=127.0.0.1:0", "--relist-period=200ms",
+                         f"--socket={os.path.join(tmp, 'plegd.sock')}",
                          "--feature-gates=EventedPLEG=true", f"--plugin-dir={args.plugin_dir}",
                          "--require-plugins=evented,watchdog"])
         url = plegd.wait_for("err", r"serving metrics on (http://\S+)").group(1) + "/metrics"
