@@ -218,6 +218,16 @@ plegd_http_check_access(PlegdHttp *http, Connection *conn, SoupServerMessage *ms
         return TRUE;
     if (conn && http->tcp_events == PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED)
         return TRUE;
+    if (conn && conn->kind == LISTENER_TLS && http->tcp_events == PLEGD_TCP_EVENTS_TLS) {
+        if (conn->client_certificate)
+            return TRUE;
+        g_debug("refusing GET %s over TLS from %s: no client certificate", path, conn->peer);
+        plegd_http_respond(msg, SOUP_STATUS_FORBIDDEN, TEXT_CONTENT_TYPE,
+                           g_strdup_printf("403 forbidden: %s over TCP needs a client "
+                                           "certificate signed by --client-ca-file\n",
+                                           path));
+        return FALSE;
+    }
 
     if (http->socket_path)
         text = g_strdup_printf("403 forbidden: %s is served on plegd's unix socket %s, not over "

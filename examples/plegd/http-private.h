@@ -17,6 +17,7 @@
 #define ACCEPT_BACKOFF_MAX_MS 1000
 
 typedef struct _Connection Connection;
+typedef struct _PlegdTls PlegdTls;
 
 typedef struct {
     char *name;
@@ -58,20 +59,29 @@ struct _PlegdHttp {
     ino_t socket_ino;
     GSocketAddress *unix_stand_in_local; /* the local address libsoup gets for the socket's */
     PlegdTcpEvents tcp_events;
+
+    PlegdTls *tls; /* http-tls.c; NULL: plain HTTP over TCP */
 };
 
 /* Which listener a connection came from. */
 typedef enum {
-    LISTENER_TCP,  /* --metrics-bind-address */
+    LISTENER_TCP,  /* --metrics-bind-address, plain HTTP */
+    LISTENER_TLS,  /* --metrics-bind-address with --tls-cert-file */
     LISTENER_UNIX, /* --socket */
 } ListenerKind;
 
 struct _Connection {
     PlegdHttp *http;
-    GSocketConnection *connection; /* weak: libsoup holds it while it serves it */
+    /* The socket's; held by @handshaking during a TLS handshake, then by libsoup through
+     * @stream. */
+    GSocketConnection *connection;
+    GIOStream *stream; /* what libsoup serves: @connection or its TLS connection; weak */
     GSocketAddress *remote;
     ListenerKind kind;
     char *peer; /* who, for debug logs: "IP:PORT", or the socket's peer credentials */
+    GTlsConnection *handshaking;     /* strong while the TLS handshake runs */
+    GCancellable *handshake_cancellable;
+    GTlsCertificate *client_certificate; /* TLS: the client's, verified; NULL: none */
     GSource *timer;      /* the idle deadline; when closing, the end of lingering */
     GSource *idle_watch; /* between requests: whether the client closed (watch_idle()) */
     gint64 last_active_usec;
@@ -105,6 +115,17 @@ void plegd_http_watch_idle(Connection *conn);
 /* Answers @status without reading the request body, then closes after lingering. */
 void plegd_http_refuse(PlegdHttp *http, Connection *conn, SoupServerMessage *msg, guint status);
 void plegd_http_accept_next(PlegdHttp *http);
+
+/* Shuts @conn down, a stream or not: libsoup sees the end of the stream and finishes it. */
+void plegd_http_close_connection(Connection *conn, const char *why);
+
+/* http-tls.c */
+/* A TLS server connection over @connection with the certificate and client CA in use. */
+GTlsConnection *plegd_http_tls_wrap(PlegdHttp *http, GSocketConnection *connection,
+                                    GError **error);
+/* Why a certificate did not verify, in a few words. */
+const char *plegd_http_describe_tls_errors(GTlsCertificateFlags flags);
+void plegd_http_tls_clear(PlegdHttp *http);
 
 /* http-listeners.c */
 /* "pid=N uid=N gid=N" of the process at the other end of a unix socket (SO_PEERCRED). */

@@ -380,6 +380,7 @@ plegd_http_free(PlegdHttp *http)
     g_clear_pointer(&http->context, g_main_context_unref);
     plegd_http_health_clear(http);
     plegd_http_socket_clear(http);
+    plegd_http_tls_clear(http);
     pleg_metrics_registry_unref(http->metrics);
     g_free(http);
 }
@@ -468,7 +469,7 @@ plegd_http_listen(PlegdHttp *http, GInetSocketAddress *address, char **ret_url, 
         guint port = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(bound));
         g_autofree char *text = format_host_port(host, port);
 
-        *ret_url = g_strconcat("http://", text, NULL);
+        *ret_url = g_strconcat(http->tls ? "https://" : "http://", text, NULL);
     }
     return TRUE;
 }

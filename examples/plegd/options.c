@@ -40,6 +40,9 @@ typedef enum {
     SETTING_SOCKET,
     SETTING_SOCKET_GROUP,
     SETTING_TCP_EVENTS,
+    SETTING_TLS_CERT,
+    SETTING_TLS_KEY,
+    SETTING_CLIENT_CA,
     N_SETTINGS,
 } SettingId;
 
@@ -60,6 +63,9 @@ static const char *const setting_names[N_SETTINGS] = {
     [SETTING_SOCKET] = "socket",
     [SETTING_SOCKET_GROUP] = "socket-group",
     [SETTING_TCP_EVENTS] = "serve-events-over-tcp",
+    [SETTING_TLS_CERT] = "tls-cert-file",
+    [SETTING_TLS_KEY] = "tls-private-key-file",
+    [SETTING_CLIENT_CA] = "client-ca-file",
 };
 
 #define CONFIG_GROUP       PLEGD_CONFIG_GROUP
@@ -81,6 +87,9 @@ plegd_options_clear(PlegdOptions *options)
     g_clear_pointer(&options->plugin_dir_origin, g_free);
     g_clear_pointer(&options->state_dir, g_free);
     g_clear_pointer(&options->socket_path, g_free);
+    g_clear_pointer(&options->tls_cert_file, g_free);
+    g_clear_pointer(&options->tls_key_file, g_free);
+    g_clear_pointer(&options->client_ca_file, g_free);
     g_clear_pointer(&options->disabled_plugins, g_strfreev);
     g_clear_pointer(&options->required_plugins, g_strfreev);
 }
@@ -189,11 +198,13 @@ parse_tcp_events(const Settings *settings, PlegdTcpEvents *ret_mode, GError **er
 
     if (!text || g_str_equal(text, "no"))
         *ret_mode = PLEGD_TCP_EVENTS_NO;
+    else if (g_str_equal(text, "tls"))
+        *ret_mode = PLEGD_TCP_EVENTS_TLS;
     else if (g_str_equal(text, "loopback-unauthenticated"))
         *ret_mode = PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED;
     else
         return bad_setting(error, settings, SETTING_TCP_EVENTS,
-                           "expected no or loopback-unauthenticated");
+                           "expected no, tls or loopback-unauthenticated");
     return TRUE;
 }
 
@@ -592,6 +603,22 @@ configure_gates(PlegFeatureGates *gates, const Settings *settings, const char *c
     return TRUE;
 }
 
+/* A file plegd reads again later (on SIGHUP): "" is none, a relative path would depend on the
+ * directory plegd was started from. */
+static gboolean
+parse_file(const Settings *settings, SettingId id, char **ret_path, GError **error)
+{
+    const char *text = settings->values[id];
+
+    *ret_path = NULL;
+    if (!text || text[0] == '\0')
+        return TRUE;
+    if (!g_path_is_absolute(text))
+        return bad_setting(error, settings, id, "must be an absolute path");
+    *ret_path = g_strdup(text);
+    return TRUE;
+}
+
 /* Parses each value of @settings into @parsed on its own, a default for each that is unset; what
  * depends on two settings is the caller's to check. */
 static gboolean
@@ -631,7 +658,30 @@ parse_values(const Settings *settings, PlegdOptions *parsed, GError **error)
            parse_events_journal(settings, &parsed->events_journal, error) &&
            parse_socket(settings, &parsed->socket_path, error) &&
            parse_socket_group(settings, &parsed->socket_gid, error) &&
-           parse_tcp_events(settings, &parsed->tcp_events, error);
+           parse_tcp_events(settings, &parsed->tcp_events, error) &&
+           parse_file(settings, SETTING_TLS_CERT, &parsed->tls_cert_file, error) &&
+           parse_file(settings, SETTING_TLS_KEY, &parsed->tls_key_file, error) &&
+           parse_file(settings, SETTING_CLIENT_CA, &parsed->client_ca_file, error);
+}
+
+/* The TLS flags go together, on a TCP listener. */
+static gboolean
+check_tls(const Settings *settings, const PlegdOptions *parsed, GError **error)
+{
+    if (!parsed->tls_cert_file != !parsed->tls_key_file)
+        return bad_setting(error, settings, parsed->tls_cert_file ? SETTING_TLS_CERT : SETTING_TLS_KEY,
+                           "--tls-cert-file and --tls-private-key-file go together");
+    if (parsed->client_ca_file && !parsed->tls_cert_file)
+        return bad_setting(error, settings, SETTING_CLIENT_CA,
+                           "needs --tls-cert-file and --tls-private-key-file");
+    if (parsed->tls_cert_file && !parsed->metrics_address)
+        return bad_setting(error, settings, SETTING_TLS_CERT,
+                           "there is no TCP listener (--metrics-bind-address is empty)");
+    if (parsed->tcp_events == PLEGD_TCP_EVENTS_TLS && !parsed->client_ca_file)
+        return bad_setting(error, settings, SETTING_TCP_EVENTS,
+                           "needs --client-ca-file (with --tls-cert-file and "
+                           "--tls-private-key-file): the client certificates it serves");
+    return TRUE;
 }
 
 /* What --serve-events-over-tcp asks of the TCP listener. */
@@ -755,10 +805,19 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
         {"socket-group", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_SOCKET_GROUP],
          "The group whose members may connect to --socket (default: plegd's own group)", "GROUP"},
         {"serve-events-over-tcp", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_TCP_EVENTS],
-         "Serve /events and /pods on --metrics-bind-address too: no (403 naming the socket), or "
+         "Serve /events and /pods on --metrics-bind-address too: no (403 naming the socket), tls "
+         "(to clients with a certificate signed by --client-ca-file), or "
          "loopback-unauthenticated (any local user and host-network pod can read them) "
          "(default no)",
-         "no|loopback-unauthenticated"},
+         "no|tls|loopback-unauthenticated"},
+        {"tls-cert-file", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_TLS_CERT],
+         "Serve HTTPS on --metrics-bind-address with this certificate (PEM, then its chain); "
+         "read again on SIGHUP",
+         "FILE"},
+        {"tls-private-key-file", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_TLS_KEY],
+         "The private key of --tls-cert-file (PEM; not accessible by others)", "FILE"},
+        {"client-ca-file", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_CLIENT_CA],
+         "Verify client certificates against these CAs (PEM); read again on SIGHUP", "FILE"},
         {"feature-gates", 0, 0, G_OPTION_ARG_STRING_ARRAY, &feature_gates,
          "Feature gates, e.g. EventedPLEG=true; given again, adds to the gates set before",
          "NAME=BOOL,..."},
@@ -867,7 +926,8 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
                          (const char *const *)feature_gates, error))
         return FALSE;
 
-    if (!parse_values(&settings, &parsed, error) || !check_tcp_events(&settings, &parsed, error))
+    if (!parse_values(&settings, &parsed, error) || !check_tcp_events(&settings, &parsed, error) ||
+        !check_tls(&settings, &parsed, error))
         return FALSE;
     if (settings.values[SETTING_SOCKET_GROUP] && settings.values[SETTING_SOCKET_GROUP][0] &&
         !parsed.socket_path)

@@ -74,6 +74,9 @@ typedef enum {
  * @socket_path: (nullable): --socket, the unix socket of the whole API; %NULL: none.
  * @socket_gid: --socket-group as a group id, -1: plegd's own group.
  * @tcp_events: --serve-events-over-tcp.
+ * @tls_cert_file: (nullable): --tls-cert-file; set with @tls_key_file, or neither.
+ * @tls_key_file: (nullable): --tls-private-key-file.
+ * @client_ca_file: (nullable): --client-ca-file; only with @tls_cert_file.
  *
  * What plegd runs with.  Durations are in microseconds.
  */
@@ -102,6 +105,9 @@ typedef struct {
     char *socket_path;
     gint64 socket_gid;
     PlegdTcpEvents tcp_events;
+    char *tls_cert_file;
+    char *tls_key_file;
+    char *client_ca_file;
 } PlegdOptions;
 
 /**
@@ -487,6 +493,35 @@ gboolean plegd_http_listen_unix(PlegdHttp *http, const char *path, gint64 gid, G
 
 /* Call before listening; the default is %PLEGD_TCP_EVENTS_NO. */
 void plegd_http_set_tcp_events(PlegdHttp *http, PlegdTcpEvents mode);
+
+/* http-tls.c: TLS on the TCP listener. */
+
+/**
+ * plegd_http_set_tls:
+ * @cert_file: PEM: the server's certificate, then the chain to its CA if any.
+ * @key_file: PEM: its private key (unencrypted).  Refused when others may access it (any of
+ *   mode 0007) or when it is owned by another user than root or plegd's, as sshd refuses its
+ *   keys; a regular file of at most 1 MiB, as the other two.
+ * @client_ca_file: (nullable): PEM: the CAs client certificates must be signed by.  With it a
+ *   client certificate is asked for, and one that does not verify (another CA, expired, not
+ *   valid yet) fails the handshake; a client without one is served what TCP serves to anyone.
+ * @error: %G_FILE_ERROR or %G_TLS_ERROR naming the flag and the file.
+ *
+ * The TCP listener serves HTTPS only, with GLib's TLS (glib-networking).  Call before
+ * plegd_http_listen().  Which paths a client certificate opens: plegd_http_set_tcp_events().
+ */
+gboolean plegd_http_set_tls(PlegdHttp *http, const char *cert_file, const char *key_file,
+                            const char *client_ca_file, GError **error);
+
+/**
+ * plegd_http_reload_tls:
+ * @error: as plegd_http_set_tls()'s; the files in use are then kept.
+ *
+ * Reads the three files again (on SIGHUP: a rotated certificate, a CA removed from the CA file).
+ * New connections get them; open connections and their streams go on, but one whose client
+ * certificate does not verify against the new CA file is closed.  Without TLS, does nothing.
+ */
+gboolean plegd_http_reload_tls(PlegdHttp *http, GError **error);
 
 /* relist-monitor.c: readiness, STATUS= and rate-limited relist failure logs. */
 
