@@ -506,13 +506,21 @@ serve(PlegdHttp *http, GSocketConnection *connection)
 
 
 static gboolean
-on_backoff_done(gpointer user_data)
+on_accept_later(gpointer user_data)
 {
     PlegdHttp *http = user_data;
 
-    g_clear_pointer(&http->accept_backoff, g_source_unref);
+    g_clear_pointer(&http->accept_later, g_source_unref);
     plegd_http_accept_next(http);
     return G_SOURCE_REMOVE;
+}
+
+void
+plegd_http_accept_later(PlegdHttp *http, GSource *source)
+{
+    http->accept_later = source;
+    g_source_set_callback(source, on_accept_later, http, NULL);
+    g_source_attach(source, http->context);
 }
 
 static void
@@ -539,9 +547,7 @@ accept_failed(PlegdHttp *http, const GError *error)
     if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TOO_MANY_OPEN_FILES))
         give_up_one(http, "out of file descriptors, this one is idle for longest");
     /* Spinning on a listening socket that stays readable would not free an fd sooner. */
-    http->accept_backoff = g_timeout_source_new(http->backoff_ms);
-    g_source_set_callback(http->accept_backoff, on_backoff_done, http, NULL);
-    g_source_attach(http->accept_backoff, http->context);
+    plegd_http_accept_later(http, g_timeout_source_new(http->backoff_ms));
     http->backoff_ms = MIN(http->backoff_ms * 2, ACCEPT_BACKOFF_MAX_MS);
 }
 

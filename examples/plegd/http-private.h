@@ -41,8 +41,7 @@ struct _PlegdHttp {
 
     gboolean accepting;
     GSocket *stand_in_peer; /* the other end of the stand-in listener's socket pair */
-    GSource *accept_start; /* the first accept, once every listener is added */
-    GSource *accept_backoff;
+    GSource *accept_later; /* the first accept, or the next after one failed (a backoff) */
     guint backoff_ms;
     guint64 n_accept_errors; /* since the last log line */
     gint64 last_accept_log_usec;
@@ -115,6 +114,8 @@ void plegd_http_watch_idle(Connection *conn);
 /* Answers @status without reading the request body, then closes after lingering. */
 void plegd_http_refuse(PlegdHttp *http, Connection *conn, SoupServerMessage *msg, guint status);
 void plegd_http_accept_next(PlegdHttp *http);
+/* plegd_http_accept_next() when @source (taken) fires. */
+void plegd_http_accept_later(PlegdHttp *http, GSource *source);
 
 /* Shuts @conn down, a stream or not: libsoup sees the end of the stream and finishes it. */
 void plegd_http_close_connection(Connection *conn, const char *why);

@@ -9,7 +9,6 @@
  * the new CA file (its CA removed: revoked) is disconnected.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,71 +28,41 @@ struct _PlegdTls {
 /* A handshake with itself over a socket pair takes milliseconds. */
 #define SELF_CHECK_TIMEOUT_MS 10000
 
-static gboolean
-file_error(GError **error, const char *flag, const char *path, int errsv, const char *why)
-{
-    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errsv), "invalid %s \"%s\": %s",
-                flag, path, why ? why : g_strerror(errsv));
-    return FALSE;
-}
-
-/* Reads a regular file of at most TLS_FILE_MAX_BYTES.  @private_key: the file must not be
- * readable by others, and be owned by root or plegd's user, as sshd requires of its keys. */
+/* Reads a TLS file (a regular file of at most TLS_FILE_MAX_BYTES) into @contents.
+ * @private_key: the file must not be accessible by others, and be owned by root or plegd's
+ * user, as sshd requires of its keys. */
 static gboolean
 read_tls_file(const char *flag, const char *path, gboolean private_key, GString *contents,
               GError **error)
 {
+    g_autoptr(GError) local_error = NULL;
+    g_autofree char *why = NULL;
+    g_autofree char *data = NULL;
+    gsize length = 0;
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    int errsv;
 
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        errsv = errno;
-        if (fd >= 0)
-            close(fd);
-        return file_error(error, flag, path, errsv, NULL);
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size > TLS_FILE_MAX_BYTES) {
-        close(fd);
-        return file_error(error, flag, path, EINVAL,
-                          S_ISREG(st.st_mode) ? "larger than 1 MiB" : "not a regular file");
-    }
-    if (private_key && (st.st_mode & (S_IRWXO)) != 0) {
-        g_autofree char *why = g_strdup_printf(
+    if (!plegd_read_small_file(path, "TLS file", TLS_FILE_MAX_BYTES, &data, &length, &st,
+                               &local_error))
+        why = g_strdup(local_error->message);
+    else if (private_key && (st.st_mode & S_IRWXO) != 0)
+        why = g_strdup_printf(
             "mode %04o: a private key must not be accessible by others (chmod o-rwx)",
             (unsigned)(st.st_mode & 07777));
-
-        close(fd);
-        return file_error(error, flag, path, EPERM, why);
+    else if (private_key && st.st_uid != 0 && st.st_uid != geteuid())
+        why = g_strdup_printf("owned by uid %u: a private key must be owned by root or plegd's "
+                              "user",
+                              (unsigned)st.st_uid);
+    if (data) {
+        if (!why)
+            g_string_append_len(contents, data, length);
+        /* A key's bytes go no further than the certificate made of them. */
+        explicit_bzero(data, length);
     }
-    if (private_key && st.st_uid != 0 && st.st_uid != geteuid()) {
-        g_autofree char *why = g_strdup_printf(
-            "owned by uid %u: a private key must be owned by root or plegd's user",
-            (unsigned)st.st_uid);
-
-        close(fd);
-        return file_error(error, flag, path, EPERM, why);
+    if (why) {
+        g_set_error(error, G_FILE_ERROR, local_error ? local_error->code : G_FILE_ERROR_PERM,
+                    "invalid %s \"%s\": %s", flag, path, why);
+        return FALSE;
     }
-    for (;;) {
-        char buffer[8192];
-        gssize n = read(fd, buffer, sizeof buffer);
-
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            errsv = errno;
-            close(fd);
-            return file_error(error, flag, path, errsv, NULL);
-        }
-        if (n == 0)
-            break;
-        if (contents->len + (gsize)n > TLS_FILE_MAX_BYTES) {
-            close(fd);
-            return file_error(error, flag, path, EINVAL, "larger than 1 MiB");
-        }
-        g_string_append_len(contents, buffer, n);
-    }
-    close(fd);
     return TRUE;
 }
 
@@ -245,7 +214,6 @@ tls_load(const char *cert_file, const char *key_file, const char *client_ca_file
     /* The certificate (and the chain after it), then the key: GLib parses both from one PEM. */
     g_string_append_c(pem, '\n');
     g_string_append_len(pem, key->str, key->len);
-    /* The key's bytes go no further than the certificate made of them. */
     explicit_bzero(key->str, key->len);
     tls->certificate = g_tls_certificate_new_from_pem(pem->str, pem->len, &local_error);
     explicit_bzero(pem->str, pem->len);

@@ -342,8 +342,7 @@ plegd_http_stop_accepting(PlegdHttp *http)
         return;
     http->stopping = TRUE;
     g_cancellable_cancel(http->cancellable);
-    plegd_http_destroy_source(&http->accept_start);
-    plegd_http_destroy_source(&http->accept_backoff);
+    plegd_http_destroy_source(&http->accept_later);
     g_socket_listener_close(http->listener);
     plegd_http_remove_unix_socket(http);
 }
@@ -416,16 +415,6 @@ add_stand_in_listener(PlegdHttp *http, GError **error)
     return soup_server_listen_socket(http->server, socket, 0, error);
 }
 
-static gboolean
-on_accept_start(gpointer user_data)
-{
-    PlegdHttp *http = user_data;
-
-    g_clear_pointer(&http->accept_start, g_source_unref);
-    plegd_http_accept_next(http);
-    return G_SOURCE_REMOVE;
-}
-
 /* GSocketListener's accept watches the sockets it had when it started, and a cancelled one may
  * still accept a connection (and drop it): the first accept starts from the main loop, once
  * every listener is added. */
@@ -433,17 +422,14 @@ gboolean
 plegd_http_start_accepting(PlegdHttp *http, GError **error)
 {
     if (http->accepting) {
-        g_return_val_if_fail(http->accept_start, FALSE);
+        g_return_val_if_fail(http->accept_later, FALSE);
         return TRUE;
     }
     if (!add_stand_in_listener(http, error))
         return FALSE;
     http->context = g_main_context_ref_thread_default();
     http->accepting = TRUE;
-    http->accept_start = g_idle_source_new();
-    g_source_set_priority(http->accept_start, G_PRIORITY_DEFAULT);
-    g_source_set_callback(http->accept_start, on_accept_start, http, NULL);
-    g_source_attach(http->accept_start, http->context);
+    plegd_http_accept_later(http, g_idle_source_new());
     return TRUE;
 }
 

@@ -175,36 +175,50 @@ is_plugin_name(const char *name)
     return TRUE;
 }
 
+G_STATIC_ASSERT(PLEGD_EVENTS_JOURNAL_AUTO == 0 && PLEGD_EVENTS_JOURNAL_NO == 2);
+G_STATIC_ASSERT(PLEGD_TCP_EVENTS_NO == 0 && PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED == 2);
+
+/* One of @names, the first when unset: its index (the enum's value, in the same order). */
+static gboolean
+parse_choice(const Settings *settings, SettingId id, const char *const *names,
+             const char *expected, int *ret_index, GError **error)
+{
+    const char *text = settings->values[id];
+
+    for (int i = 0; names[i]; i++) {
+        if (!text ? i == 0 : g_str_equal(text, names[i])) {
+            *ret_index = i;
+            return TRUE;
+        }
+    }
+    return bad_setting(error, settings, id, expected);
+}
+
 static gboolean
 parse_events_journal(const Settings *settings, PlegdEventsJournal *ret_mode, GError **error)
 {
-    const char *text = settings->values[SETTING_EVENTS_JOURNAL];
+    /* PlegdEventsJournal's order. */
+    static const char *const names[] = {"auto", "yes", "no", NULL};
+    int index;
 
-    if (!text || g_str_equal(text, "auto"))
-        *ret_mode = PLEGD_EVENTS_JOURNAL_AUTO;
-    else if (g_str_equal(text, "yes"))
-        *ret_mode = PLEGD_EVENTS_JOURNAL_YES;
-    else if (g_str_equal(text, "no"))
-        *ret_mode = PLEGD_EVENTS_JOURNAL_NO;
-    else
-        return bad_setting(error, settings, SETTING_EVENTS_JOURNAL, "expected auto, yes or no");
+    if (!parse_choice(settings, SETTING_EVENTS_JOURNAL, names, "expected auto, yes or no", &index,
+                      error))
+        return FALSE;
+    *ret_mode = (PlegdEventsJournal)index;
     return TRUE;
 }
 
 static gboolean
 parse_tcp_events(const Settings *settings, PlegdTcpEvents *ret_mode, GError **error)
 {
-    const char *text = settings->values[SETTING_TCP_EVENTS];
+    /* PlegdTcpEvents' order. */
+    static const char *const names[] = {"no", "tls", "loopback-unauthenticated", NULL};
+    int index;
 
-    if (!text || g_str_equal(text, "no"))
-        *ret_mode = PLEGD_TCP_EVENTS_NO;
-    else if (g_str_equal(text, "tls"))
-        *ret_mode = PLEGD_TCP_EVENTS_TLS;
-    else if (g_str_equal(text, "loopback-unauthenticated"))
-        *ret_mode = PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED;
-    else
-        return bad_setting(error, settings, SETTING_TCP_EVENTS,
-                           "expected no, tls or loopback-unauthenticated");
+    if (!parse_choice(settings, SETTING_TCP_EVENTS, names,
+                      "expected no, tls or loopback-unauthenticated", &index, error))
+        return FALSE;
+    *ret_mode = (PlegdTcpEvents)index;
     return TRUE;
 }
 
@@ -406,11 +420,11 @@ check_escapes(const char *shown, const char *key, const char *raw, GError **erro
 /* A configuration file is a few dozen lines: anything larger is not one. */
 #define CONFIG_MAX_BYTES (1024 * 1024)
 
-/* Reads @path whole when it is a regular file of at most CONFIG_MAX_BYTES: a FIFO, a device
- * (/dev/zero) or a huge file must fail at once, not block plegd or fill its memory while its
- * signals wait for the main loop. */
-static gboolean
-read_config(const char *path, char **ret_contents, gsize *ret_length, GError **error)
+/* A FIFO, a device (/dev/zero) or a huge file must fail at once, not block plegd or fill its
+ * memory while its signals wait for the main loop. */
+gboolean
+plegd_read_small_file(const char *path, const char *what, gsize max_bytes, char **ret_contents,
+                      gsize *ret_length, struct stat *ret_st, GError **error)
 {
     g_autoptr(GString) contents = NULL;
     struct stat st;
@@ -425,13 +439,13 @@ read_config(const char *path, char **ret_contents, gsize *ret_length, GError **e
                             g_strerror(errsv));
         return FALSE;
     }
-    if (!S_ISREG(st.st_mode) || st.st_size > CONFIG_MAX_BYTES) {
+    if (!S_ISREG(st.st_mode) || (guint64)st.st_size > max_bytes) {
         if (!S_ISREG(st.st_mode))
             g_set_error_literal(error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "not a regular file");
         else
             g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED,
-                        "%" G_GINT64_FORMAT " bytes, more than a configuration file's %d",
-                        (gint64)st.st_size, CONFIG_MAX_BYTES);
+                        "%" G_GINT64_FORMAT " bytes, more than a %s's %" G_GSIZE_FORMAT,
+                        (gint64)st.st_size, what, max_bytes);
         close(fd);
         return FALSE;
     }
@@ -451,10 +465,10 @@ read_config(const char *path, char **ret_contents, gsize *ret_length, GError **e
         }
         if (n == 0)
             break;
-        if (contents->len + n > CONFIG_MAX_BYTES) {
+        if (contents->len + n > max_bytes) {
             close(fd);
             g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED,
-                        "more than a configuration file's %d bytes", CONFIG_MAX_BYTES);
+                        "more than a %s's %" G_GSIZE_FORMAT " bytes", what, max_bytes);
             return FALSE;
         }
         g_string_append_len(contents, buffer, n);
@@ -462,6 +476,8 @@ read_config(const char *path, char **ret_contents, gsize *ret_length, GError **e
     close(fd);
     *ret_length = contents->len;
     *ret_contents = g_string_free(g_steal_pointer(&contents), FALSE);
+    if (ret_st)
+        *ret_st = st;
     return TRUE;
 }
 
@@ -498,7 +514,8 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
     g_auto(GStrv) groups = NULL;
     g_auto(GStrv) keys = NULL;
 
-    if (!read_config(path, &contents, &length, &local_error) ||
+    if (!plegd_read_small_file(path, "configuration file", CONFIG_MAX_BYTES, &contents, &length,
+                               NULL, &local_error) ||
         !check_no_nul(contents, length, &local_error) ||
         !g_key_file_load_from_data(key_file, contents, length, G_KEY_FILE_NONE, &local_error)) {
         g_autofree char *why = pleg_log_text(local_error->message, -1, 1024);

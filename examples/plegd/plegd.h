@@ -7,6 +7,7 @@
 
 #include <gio/gio.h>
 #include <libsoup/soup.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <pleg/pleg.h>
 #include <pleg/pleg-host.h>
@@ -127,6 +128,21 @@ gboolean plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options,
 /* Frees what @options holds and zeroes it.  Safe on a zeroed struct. */
 void plegd_options_clear(PlegdOptions *options);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PlegdOptions, plegd_options_clear)
+
+/**
+ * plegd_read_small_file:
+ * @what: what the file is, for the error ("configuration file").
+ * @max_bytes: a larger file is refused before it is read.
+ * @ret_contents: (out) (transfer full): its bytes, NUL-terminated.
+ * @ret_st: (out) (optional): the fstat() of what was read.
+ * @error: %G_FILE_ERROR: the errno, "not a regular file" or "N bytes, more than a @what's M".
+ *
+ * Reads @path whole when it is a regular file of at most @max_bytes (the --config file, the TLS
+ * files).  Never blocks on a FIFO or a device.
+ */
+gboolean plegd_read_small_file(const char *path, const char *what, gsize max_bytes,
+                               char **ret_contents, gsize *ret_length, struct stat *ret_st,
+                               GError **error);
 
 /* output.c: one JSON object per PodLifecycleEvent, written by a thread of its own. */
 

@@ -16,14 +16,13 @@ Prometheus' API that
 Python standard library only; every wait has a deadline.
 """
 import argparse
+import importlib.util
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -37,45 +36,13 @@ JOBS = {
 }
 
 
-class Process:
-    """A child whose output is collected by threads, killed at the end."""
-
-    def __init__(self, argv):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, errors="replace")
-        self.out = []
-        self.lock = threading.Lock()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-
-    def _read(self, stream):
-        for line in stream:
-            with self.lock:
-                self.out.append(line)
-
-    def text(self):
-        with self.lock:
-            return "".join(self.out)
-
-    def wait_for(self, pattern):
-        deadline = time.monotonic() + DEADLINE_SEC
-        while time.monotonic() < deadline:
-            m = re.search(pattern, self.text())
-            if m:
-                return m
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        sys.exit(f"no /{pattern}/ in the output of {self.proc.args[0]}:\n{self.text()}")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=DEADLINE_SEC)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+# check-monitoring.py's Process: a child whose output threads collect, stopped at the end.
+_spec = importlib.util.spec_from_file_location(
+    "check_monitoring", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                     "check-monitoring.py"))
+_monitoring = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_monitoring)
+Process = _monitoring.Process
 
 
 def free_port():
@@ -118,7 +85,7 @@ def main():
                              f"--tls-private-key-file={certs}/server.key",
                              f"--client-ca-file={certs}/ca.pem",
                              "--serve-events-over-tcp=tls"])
-            url = plegd.wait_for(r"serving metrics on (https://\S+)").group(1)
+            url = plegd.wait_for("err", r"serving metrics on (https://\S+)").group(1)
             target = urllib.parse.urlsplit(url).netloc
             config = os.path.join(tmp, "prometheus.yml")
             with open(config, "w") as f:
@@ -140,11 +107,11 @@ def main():
                 if len(targets) == len(JOBS):
                     break
                 if prometheus.proc.poll() is not None:
-                    sys.exit(f"prometheus exited:\n{prometheus.text()}")
+                    sys.exit(f"prometheus exited:\n{prometheus.text('err')}")
                 time.sleep(0.2)
             if len(targets) != len(JOBS):
                 sys.exit(f"Prometheus did not scrape every job within {DEADLINE_SEC} s: "
-                         f"{sorted(targets)}\n{prometheus.text()}")
+                         f"{sorted(targets)}\n{prometheus.text('err')}")
             for job in ("with-client-certificate", "without-client-certificate"):
                 if targets[job]["health"] != "up":
                     sys.exit(f"job {job} is {targets[job]['health']}: {targets[job]['lastError']}")

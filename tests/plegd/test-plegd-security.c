@@ -722,6 +722,21 @@ send_signal(PlegdRunner *plegd, int signum)
                      0);
 }
 
+/* A new connection with the good client certificate is served /pods, and plegd presents
+ * @expected. */
+static void
+assert_next_connection_gets(guint16 port, GTlsCertificate *expected)
+{
+    g_autoptr(TlsClient) next =
+        tls_client_open(port, "client", "GET /pods HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                        "Connection: close\r\n\r\n");
+
+    tls_client_read_until(next, NULL);
+    ck_assert_msg(g_str_has_prefix(next->raw->str, "HTTP/1.1 200 "), "%s", next->why);
+    ck_assert(g_tls_certificate_is_same(
+        g_tls_connection_get_peer_certificate(G_TLS_CONNECTION(next->tls)), expected));
+}
+
 /* SIGHUP reads the certificate and key again: a stream that runs keeps running, the next
  * connection gets the new certificate; files that do not load leave the ones in use. */
 START_TEST(test_tls_rotation)
@@ -766,16 +781,7 @@ START_TEST(test_tls_rotation)
     assert_stderr_shows(plegd, "received SIGHUP: reloaded the TLS files");
 
     /* The next connection gets the new certificate; the stream goes on. */
-    {
-        g_autoptr(TlsClient) next =
-            tls_client_open(port, "client", "GET /pods HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                            "Connection: close\r\n\r\n");
-
-        tls_client_read_until(next, NULL);
-        ck_assert_msg(g_str_has_prefix(next->raw->str, "HTTP/1.1 200 "), "%s", next->why);
-        ck_assert(g_tls_certificate_is_same(
-            g_tls_connection_get_peer_certificate(G_TLS_CONNECTION(next->tls)), second));
-    }
+    assert_next_connection_gets(port, second);
     sim_command("pod p2");
     ck_assert_msg(tls_client_read_until(stream, "\"pod_uid\":\"p2\""), "%s", stream->why);
 
@@ -785,16 +791,7 @@ START_TEST(test_tls_rotation)
     assert_stderr_shows(plegd, "received SIGHUP: cannot reload the TLS files: invalid "
                                "--tls-cert-file");
     assert_stderr_shows(plegd, "does the key belong to the certificate?");
-    {
-        g_autoptr(TlsClient) next =
-            tls_client_open(port, "client", "GET /pods HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                            "Connection: close\r\n\r\n");
-
-        tls_client_read_until(next, NULL);
-        ck_assert_msg(g_str_has_prefix(next->raw->str, "HTTP/1.1 200 "), "%s", next->why);
-        ck_assert(g_tls_certificate_is_same(
-            g_tls_connection_get_peer_certificate(G_TLS_CONNECTION(next->tls)), second));
-    }
+    assert_next_connection_gets(port, second);
     sim_command("pod p3");
     ck_assert(tls_client_read_until(stream, "\"pod_uid\":\"p3\""));
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
