@@ -905,11 +905,25 @@ START_TEST(test_tls_bad_files_and_flags)
 }
 END_TEST
 
+/* @tls: the TLS cases (meson test plegd-tls), else the others (plegd-security). */
 static Suite *
-plegd_security_suite(void)
+plegd_security_suite(gboolean tls)
 {
-    Suite *suite = suite_create("plegd-security");
-    TCase *tc = tcase_create("socket");
+    Suite *suite = suite_create(tls ? "plegd-tls" : "plegd-security");
+    TCase *tc;
+
+    if (tls) {
+        tc = tcase_create("tls");
+        tcase_add_checked_fixture(tc, tls_setup, tls_teardown);
+        tcase_add_test(tc, test_tls_client_certificates);
+        tcase_add_test(tc, test_tls_rotation);
+        tcase_add_test(tc, test_tls_revoked_by_the_ca_file);
+        tcase_add_test(tc, test_tls_bad_files_and_flags);
+        suite_add_tcase(suite, tc);
+        return suite;
+    }
+
+    tc = tcase_create("socket");
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_socket_permissions);
@@ -927,21 +941,13 @@ plegd_security_suite(void)
     tcase_add_test(tc, test_tcp_without_socket);
     tcase_add_test(tc, test_tcp_loopback_unauthenticated);
     suite_add_tcase(suite, tc);
-
-    tc = tcase_create("tls");
-    tcase_add_checked_fixture(tc, tls_setup, tls_teardown);
-    tcase_add_test(tc, test_tls_client_certificates);
-    tcase_add_test(tc, test_tls_rotation);
-    tcase_add_test(tc, test_tls_revoked_by_the_ca_file);
-    tcase_add_test(tc, test_tls_bad_files_and_flags);
-    suite_add_tcase(suite, tc);
     return suite;
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
-    SRunner *runner = srunner_create(plegd_security_suite());
+    SRunner *runner = srunner_create(plegd_security_suite(argc > 1 && g_str_equal(argv[1], "tls")));
     int n_failed;
 
     srunner_run_all(runner, CK_NORMAL);
