@@ -72,6 +72,16 @@ socket_url(void)
     return g_strconcat("http+unix://", escaped, NULL);
 }
 
+/* plegd with the socket and no TCP listener, @extra_arg (nullable) last. */
+static PlegdRunner *
+spawn_socket_only(const char *extra_arg)
+{
+    const char *args[] = {fixture.endpoint_arg, "--metrics-bind-address=", fixture.socket_arg,
+                          "--plugin-dir=", extra_arg, NULL};
+
+    return plegd_runner_spawn_full(NULL, -1, args);
+}
+
 /* ---- a client as another user ---- */
 
 enum {
@@ -127,9 +137,7 @@ connect_as_nobody(gid_t group)
 START_TEST(test_socket_permissions)
 {
     g_autofree char *group_arg = g_strdup_printf("--socket-group=%d", SOCKET_GROUP);
-    g_autoptr(PlegdRunner) plegd =
-        plegd_runner_spawn(NULL, fixture.endpoint_arg, "--metrics-bind-address=",
-                           fixture.socket_arg, group_arg, "--plugin-dir=");
+    g_autoptr(PlegdRunner) plegd = spawn_socket_only(group_arg);
     struct stat st;
 
     assert_stderr_shows(plegd, "serving the API on unix:");
@@ -148,8 +156,7 @@ END_TEST
 /* Without --socket-group the socket is plegd's group's (root's): nobody is refused. */
 START_TEST(test_socket_default_group)
 {
-    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
-        NULL, fixture.endpoint_arg, "--metrics-bind-address=", fixture.socket_arg, "--plugin-dir=");
+    g_autoptr(PlegdRunner) plegd = spawn_socket_only(NULL);
     struct stat st;
 
     assert_stderr_shows(plegd, "serving the API on unix:");
@@ -295,8 +302,7 @@ START_TEST(test_stale_socket_replaced)
     struct stat after;
 
     make_stale_socket(fixture.socket_path);
-    plegd = plegd_runner_spawn(NULL, fixture.endpoint_arg, "--metrics-bind-address=",
-                               fixture.socket_arg, "--plugin-dir=");
+    plegd = spawn_socket_only(NULL);
     assert_stderr_shows(plegd, "serving the API on unix:");
     ck_assert_int_eq(lstat(fixture.socket_path, &after), 0);
     ck_assert_uint_eq(after.st_mode & 07777, 0660);
@@ -316,8 +322,7 @@ END_TEST
 START_TEST(test_foreign_file_kept)
 {
     g_autofree char *path = write_file(fixture.dir, "plegd.sock", "not a socket\n");
-    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
-        NULL, fixture.endpoint_arg, "--metrics-bind-address=", fixture.socket_arg, "--plugin-dir=");
+    g_autoptr(PlegdRunner) plegd = spawn_socket_only(NULL);
     g_autofree char *err = NULL;
     g_autofree char *contents = NULL;
     g_autofree char *expected = g_strdup_printf(
@@ -333,9 +338,7 @@ START_TEST(test_foreign_file_kept)
     ck_assert_int_eq(g_unlink(path), 0);
     ck_assert_int_eq(g_mkdir(path, 0700), 0);
     {
-        g_autoptr(PlegdRunner) again =
-            plegd_runner_spawn(NULL, fixture.endpoint_arg, "--metrics-bind-address=",
-                               fixture.socket_arg, "--plugin-dir=");
+        g_autoptr(PlegdRunner) again = spawn_socket_only(NULL);
 
         ck_assert_int_eq(plegd_runner_wait_exit(again), 1);
         g_clear_pointer(&err, g_free);
@@ -350,8 +353,7 @@ END_TEST
 /* A second plegd on the socket of a live one refuses to start; the first one serves on. */
 START_TEST(test_second_plegd_refused)
 {
-    g_autoptr(PlegdRunner) first = plegd_runner_spawn(
-        NULL, fixture.endpoint_arg, "--metrics-bind-address=", fixture.socket_arg, "--plugin-dir=");
+    g_autoptr(PlegdRunner) first = spawn_socket_only(NULL);
     g_autoptr(PlegdRunner) second = NULL;
     g_autofree char *api = socket_url();
     g_autofree char *err = NULL;
@@ -362,8 +364,7 @@ START_TEST(test_second_plegd_refused)
 
     assert_stderr_shows(first, "serving the API on unix:");
     ck_assert_int_eq(lstat(fixture.socket_path, &before), 0);
-    second = plegd_runner_spawn(NULL, fixture.endpoint_arg, "--metrics-bind-address=",
-                                fixture.socket_arg, "--plugin-dir=");
+    second = spawn_socket_only(NULL);
     ck_assert_int_eq(plegd_runner_wait_exit(second), 1);
     err = plegd_runner_get_stderr(second);
     ck_assert_msg(strstr(err, expected), "%s", err);
@@ -378,8 +379,7 @@ END_TEST
 /* At exit plegd removes its socket only when it is still the one it made. */
 START_TEST(test_exit_keeps_a_socket_not_its_own)
 {
-    g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(
-        NULL, fixture.endpoint_arg, "--metrics-bind-address=", fixture.socket_arg, "--plugin-dir=");
+    g_autoptr(PlegdRunner) plegd = spawn_socket_only(NULL);
     struct stat st;
 
     assert_stderr_shows(plegd, "serving the API on unix:");
