@@ -160,7 +160,7 @@ run_plegd() {
     local name=$1 needle=$2
     shift 2
     echo "check-out-of-tree-plugin: $name"
-    "$prefix/bin/plegd" --metrics-bind-address=127.0.0.1:0 \
+    "$prefix/bin/plegd" --metrics-bind-address=127.0.0.1:0 --socket="$tmp/plegd.sock" \
         --container-runtime-endpoint="unix://$tmp/nothing.sock" --relist-period=100ms \
         "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
     plegd_pid=$!
@@ -189,7 +189,8 @@ run_plegd() {
 }
 
 plegd_args=(--plugin-dir="$tmp/hello-build" --metrics-bind-address=127.0.0.1:0
-    --container-runtime-endpoint="unix://$tmp/nothing.sock" --relist-period=100ms)
+    --socket="$tmp/plegd.sock" --container-runtime-endpoint="unix://$tmp/nothing.sock"
+    --relist-period=100ms)
 
 # Its gate is off by default: a required hello is then an error naming the gate.
 echo "check-out-of-tree-plugin: gate-default-off"

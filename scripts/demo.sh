@@ -59,9 +59,9 @@ cri() {
     "$CRI_CTL" --endpoint="$ENDPOINT" "$@"
 }
 
-# plegctl against this demo's plegd (METRICS_URL, set by start_plegd).
+# plegctl against this demo's plegd, on its unix socket (the whole API).
 plegctl() {
-    "$PLEGCTL" --address="$METRICS_URL" "$@"
+    "$PLEGCTL" --address="unix:$SOCKET" "$@"
 }
 
 # waits until plegd printed an event of type $1 for container $2 (and matching $3, a regex, if given)
@@ -85,12 +85,16 @@ http_get() {
 say "starting a private containerd in $DIR"
 PLEG_SANDBOX_OWNER_PID=$$ scripts/containerd-sandbox.sh start "$DIR"
 
+# plegd serves /events and /pods on its unix socket (root and its group only; over TCP they
+# answer 403): here in $DIR rather than the node's /run/plegd/plegd.sock.
+SOCKET=$DIR/plegd.sock
+
 # Starts plegd with its state in $DIR/state, its events appended to $EVENTS and shown here, and
 # waits until it is live and ready (plegctl status exits 0); sets plegd_pid and METRICS_URL.
 start_plegd() {
     : >"$DIR/plegd.log"
     "$PLEGD" --container-runtime-endpoint="$ENDPOINT" --relist-period=1s \
-        --metrics-bind-address=127.0.0.1:0 --state-dir="$DIR/state" \
+        --metrics-bind-address=127.0.0.1:0 --socket="$SOCKET" --state-dir="$DIR/state" \
         > >(tee -a "$EVENTS") 2>"$DIR/plegd.log" &
     plegd_pid=$!
     local deadline=$((SECONDS + WAIT_SEC))
@@ -138,6 +142,9 @@ plegctl pods -n demo -o table >&2
 # What a consumer keeps to resume: the last seq it saw, and the history it belongs to.
 last_seq=$(tail -n 1 "$EVENTS" | jq .seq)
 instance=$(plegctl status -o json | jq -r .events.instance)
+say "over TCP, where any local user and host-network pod can connect, /events is refused:"
+say "  $(curl -s "$METRICS_URL/events")"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$METRICS_URL/events") == 403 ]] || fail "/events over TCP was not refused"
 say "stopping plegd at seq $last_seq (instance $instance); the pods are removed while it is down"
 kill -TERM "$plegd_pid"
 wait "$plegd_pid" || fail "plegd did not stop cleanly"

@@ -20,6 +20,9 @@ packages=(
     systemd # systemd-analyze verify, for the installed plegd.service; journald for the tests
     util-linux iproute2 # unshare(1) and ip(8): the outage test's private /run and loopback
     curl jq # the plegd-events test runs README's `curl -sN .../events | jq` consumer
+    # plegd's TLS is GLib's: glib-networking's GnuTLS backend; openssl makes the certificates of
+    # the plegd-security test (a CA, expired and foreign client certificates)
+    glib-networking openssl
     scdoc   # builds the manual pages plegd(8) and libpleg(3) from doc/man/*.scd.in
     man-db  # man -l --warnings: the doc suite renders each page and fails on any warning
     gnuplot-nox # scripts/bench.sh's plots

@@ -13,8 +13,8 @@
 G_BEGIN_DECLS
 
 /* Where plegctl looks for plegd without --address or $PLEGCTL_ADDRESS: plegd's default
- * --metrics-bind-address. */
-#define PLEGCTL_DEFAULT_ADDRESS "http://127.0.0.1:10388"
+ * --socket, which serves the whole API (over TCP /events, /pods and /status answer 403). */
+#define PLEGCTL_DEFAULT_ADDRESS "unix:/run/plegd/plegd.sock"
 /* How long a request that is not a stream may take, from connecting to the end of the answer;
  * above plegd's own 10 s, after which it answers a health round that does not end with 503. */
 #define PLEGCTL_DEFAULT_TIMEOUT_USEC (15 * G_USEC_PER_SEC)

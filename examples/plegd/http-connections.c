@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * plegd's HTTP connections: plegd accepts them itself (with a backoff when accept() fails),
- * hands each to libsoup, and keeps what libsoup 3.2 does not: an idle timeout, a bound on
- * connections, closing the end of a client that left, and refusing a request without reading
- * its body (lingering before the close).
+ * plegd's HTTP connections: plegd accepts them itself (with a backoff when accept() fails), on
+ * TLS runs the handshake (http-tls.c), hands each to libsoup, and keeps what libsoup 3.2 does
+ * not: an idle timeout, a bound on connections, closing the end of a client that left, and
+ * refusing a request without reading its body (lingering before the close).
  */
 #include <errno.h>
 #include <libsoup/soup.h>
@@ -41,8 +41,15 @@ plegd_http_connection_free(gpointer data)
     /* Closed under a health request that still waits: nobody to answer. */
     if (conn->waiter)
         plegd_http_health_waiter_lose_connection(conn->waiter);
-    if (conn->connection)
-        g_object_weak_unref(G_OBJECT(conn->connection), on_connection_finalized, conn);
+    if (conn->stream)
+        g_object_weak_unref(G_OBJECT(conn->stream), on_connection_finalized, conn);
+    /* The handshake's callback sees the cancellation and leaves; its task holds the TLS
+     * connection until then. */
+    if (conn->handshake_cancellable)
+        g_cancellable_cancel(conn->handshake_cancellable);
+    g_clear_object(&conn->handshake_cancellable);
+    g_clear_object(&conn->handshaking);
+    g_clear_object(&conn->client_certificate);
     plegd_http_destroy_source(&conn->timer);
     plegd_http_destroy_source(&conn->idle_watch);
     plegd_http_destroy_source(&conn->linger);
@@ -51,6 +58,7 @@ plegd_http_connection_free(gpointer data)
         g_object_unref(conn->stolen);
     }
     g_object_unref(conn->remote);
+    g_free(conn->peer);
     g_free(conn);
 }
 
@@ -66,6 +74,7 @@ on_connection_finalized(gpointer data, GObject *where_the_object_was)
 {
     Connection *conn = data;
 
+    conn->stream = NULL;
     conn->connection = NULL;
     forget(conn);
 }
@@ -99,6 +108,13 @@ shut_down(Connection *conn, const char *why)
     plegd_http_touch(conn);
 }
 
+void
+plegd_http_close_connection(Connection *conn, const char *why)
+{
+    if (!conn->closing)
+        shut_down(conn, why);
+}
+
 static gboolean
 on_timer(gpointer data)
 {
@@ -116,10 +132,13 @@ on_timer(gpointer data)
         g_autofree char *why = g_strdup_printf("no request for %s", idle);
 
         shut_down(conn, why);
+    } else if (conn->handshaking) {
+        /* A TLS handshake that did not end when shut down a timeout ago. */
+        forget(conn);
     } else {
         /* Shut down a timeout ago, and libsoup still holds it. */
         g_debug("closing an HTTP connection that libsoup did not close");
-        g_io_stream_close(G_IO_STREAM(conn->connection), NULL, NULL);
+        g_io_stream_close(conn->stream, NULL, NULL);
         forget(conn);
     }
     return G_SOURCE_CONTINUE;
@@ -146,7 +165,7 @@ on_idle_readable(GSocket *socket, GIOCondition condition, gpointer data)
         return G_SOURCE_REMOVE;
     }
     g_debug("closing an HTTP connection: %s", n == 0 ? "the client closed it" : g_strerror(errsv));
-    g_io_stream_close(G_IO_STREAM(conn->connection), NULL, NULL);
+    g_io_stream_close(conn->stream, NULL, NULL);
     forget(conn);
     return G_SOURCE_REMOVE;
 }
@@ -154,7 +173,7 @@ on_idle_readable(GSocket *socket, GIOCondition condition, gpointer data)
 void
 plegd_http_watch_idle(Connection *conn)
 {
-    if (conn->idle_watch || !conn->connection)
+    if (conn->idle_watch || !conn->stream)
         return;
     conn->idle_watch = g_socket_create_source(g_socket_connection_get_socket(conn->connection),
                                               G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
@@ -227,6 +246,7 @@ plegd_http_refuse(PlegdHttp *http, Connection *conn, SoupServerMessage *msg, gui
     const char *text = refusal_text(status);
     gboolean head = g_str_equal(soup_server_message_get_method(msg), SOUP_METHOD_HEAD);
     GSocket *socket;
+    GOutputStream *output;
     gssize n;
 
     if (!conn || conn->closing) {
@@ -257,9 +277,12 @@ plegd_http_refuse(PlegdHttp *http, Connection *conn, SoupServerMessage *msg, gui
     conn->busy = FALSE;
     g_debug("refusing an HTTP request with %u without reading its body", status);
 
-    /* A few hundred bytes on a connection that has not answered anything yet: one try. */
+    /* A few hundred bytes on a connection that has not answered anything yet: one try, through
+     * TLS when the connection has it. */
     socket = g_socket_connection_get_socket(conn->connection);
-    n = g_socket_send_with_blocking(socket, response->str, response->len, FALSE, NULL, &error);
+    output = g_io_stream_get_output_stream(conn->stream);
+    n = g_pollable_output_stream_write_nonblocking(G_POLLABLE_OUTPUT_STREAM(output), response->str,
+                                                   response->len, NULL, &error);
     if (n != (gssize)response->len) {
         g_debug("cannot answer an HTTP request: %s, closing",
                 error ? error->message : "short write");
@@ -282,7 +305,7 @@ is_closed(gpointer key, gpointer value, gpointer user_data)
 {
     Connection *conn = value;
 
-    return !conn->stolen && g_io_stream_is_closed(G_IO_STREAM(conn->connection));
+    return !conn->stolen && conn->stream && g_io_stream_is_closed(conn->stream);
 }
 
 /* Counts the connections that hold an fd for a while yet, and finds which to give up first: a
@@ -340,12 +363,105 @@ make_room(PlegdHttp *http)
     return give_up_one(http, "too many connections, this one is idle for longest");
 }
 
+/* Gives @conn to libsoup, which serves @stream (the socket's connection, or its TLS one). */
+static void
+hand_over(PlegdHttp *http, Connection *conn, GIOStream *stream, GSocketAddress *local)
+{
+    g_autoptr(GError) error = NULL;
+
+    conn->stream = stream;
+    g_object_weak_ref(G_OBJECT(stream), on_connection_finalized, conn);
+    /* Idle until its first request too; before libsoup has it, which may answer (and close)
+     * the connection before returning. */
+    plegd_http_watch_idle(conn);
+    if (!soup_server_accept_iostream(http->server, stream, local, conn->remote, &error)) {
+        g_debug("cannot serve an HTTP connection: %s, ignoring", error->message);
+        g_io_stream_close(stream, NULL, NULL);
+        forget(conn);
+    }
+}
+
+typedef struct {
+    Connection *conn;
+    GCancellable *cancellable; /* cancelled when @conn is freed */
+} Handshake;
+
+static void
+on_handshake_done(GObject *source, GAsyncResult *result, gpointer data)
+{
+    Handshake *handshake = data;
+    g_autoptr(GCancellable) cancellable = handshake->cancellable;
+    Connection *conn = handshake->conn;
+    g_autoptr(GError) error = NULL;
+    gboolean done = g_tls_connection_handshake_finish(G_TLS_CONNECTION(source), result, &error);
+    g_autoptr(GTlsConnection) tls = NULL;
+    g_autoptr(GSocketAddress) local = NULL;
+    GTlsCertificate *client;
+
+    g_free(handshake);
+    if (g_cancellable_is_cancelled(cancellable))
+        return; /* @conn is gone */
+    tls = g_steal_pointer(&conn->handshaking);
+    g_clear_object(&conn->handshake_cancellable);
+    if (!done || conn->closing) {
+        g_debug("refusing TLS client %s: %s", conn->peer,
+                error ? error->message : "closed during the handshake");
+        forget(conn);
+        return;
+    }
+    client = g_tls_connection_get_peer_certificate(tls);
+    if (client && g_tls_connection_get_peer_certificate_errors(tls) != 0) {
+        /* Refused in the handshake (http-tls.c's accept-certificate): never here. */
+        g_debug("refusing TLS client %s: its certificate %s", conn->peer,
+                plegd_http_describe_tls_errors(g_tls_connection_get_peer_certificate_errors(tls)));
+        forget(conn);
+        return;
+    }
+    if (client) {
+        g_autofree char *subject = g_tls_certificate_get_subject_name(client);
+        char *peer = g_strdup_printf("%s (%s)", conn->peer, subject ? subject : "no subject");
+
+        conn->client_certificate = g_object_ref(client);
+        g_free(conn->peer);
+        conn->peer = peer;
+    }
+    local = g_socket_connection_get_local_address(conn->connection, NULL);
+    if (!local) {
+        g_debug("an HTTP client left during the TLS handshake, ignoring");
+        forget(conn);
+        return;
+    }
+    g_debug("TLS handshake done with %s", conn->peer);
+    hand_over(conn->http, conn, G_IO_STREAM(tls), local);
+}
+
+static void
+start_handshake(PlegdHttp *http, Connection *conn)
+{
+    g_autoptr(GError) error = NULL;
+    Handshake *handshake;
+
+    conn->handshaking = plegd_http_tls_wrap(http, conn->connection, &error);
+    if (!conn->handshaking) {
+        g_debug("cannot start TLS with %s: %s, closing", conn->peer, error->message);
+        g_io_stream_close(G_IO_STREAM(conn->connection), NULL, NULL);
+        forget(conn);
+        return;
+    }
+    conn->handshake_cancellable = g_cancellable_new();
+    handshake = g_new0(Handshake, 1);
+    handshake->conn = conn;
+    handshake->cancellable = g_object_ref(conn->handshake_cancellable);
+    /* Bounded by the idle timeout, as a request is. */
+    g_tls_connection_handshake_async(conn->handshaking, G_PRIORITY_DEFAULT,
+                                     conn->handshake_cancellable, on_handshake_done, handshake);
+}
+
 static void
 serve(PlegdHttp *http, GSocketConnection *connection)
 {
     g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(connection, NULL);
     g_autoptr(GSocketAddress) remote = g_socket_connection_get_remote_address(connection, NULL);
-    g_autoptr(GError) error = NULL;
     Connection *conn;
 
     if (!make_room(http)) {
@@ -363,36 +479,48 @@ serve(PlegdHttp *http, GSocketConnection *connection)
     conn = g_new0(Connection, 1);
     conn->http = http;
     conn->connection = connection;
-    g_object_weak_ref(G_OBJECT(connection), on_connection_finalized, conn);
+    if (g_socket_get_family(g_socket_connection_get_socket(connection)) == G_SOCKET_FAMILY_UNIX) {
+        conn->kind = LISTENER_UNIX;
+        conn->peer = plegd_http_describe_unix_peer(g_socket_connection_get_socket(connection));
+        /* libsoup takes the local address for an inet one (see its getter). */
+        g_object_unref(local);
+        local = g_object_ref(plegd_http_get_unix_stand_in_local(http));
+    } else {
+        conn->kind = http->tls ? LISTENER_TLS : LISTENER_TCP;
+        conn->peer = g_socket_connectable_to_string(G_SOCKET_CONNECTABLE(remote));
+    }
+    g_debug("an HTTP connection from %s", conn->peer);
     conn->remote = g_object_ref(remote);
     conn->timer = pleg_timer_source_new();
     g_source_set_callback(conn->timer, on_timer, conn, NULL);
     g_source_attach(conn->timer, http->context);
     plegd_http_touch(conn);
     g_hash_table_insert(http->connections, conn->remote, conn);
-    /* Idle until its first request too; before libsoup has it, which may answer (and close)
-     * the connection before returning. */
-    plegd_http_watch_idle(conn);
-
-    if (!soup_server_accept_iostream(http->server, G_IO_STREAM(connection), local, remote,
-                                     &error)) {
-        g_debug("cannot serve an HTTP connection: %s, ignoring", error->message);
-        forget(conn);
-        g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
-    }
+    if (conn->kind == LISTENER_TLS)
+        start_handshake(http, conn);
+    else
+        hand_over(http, conn, G_IO_STREAM(connection), local);
 }
 
 /* ---- accepting ---- */
 
 
 static gboolean
-on_backoff_done(gpointer user_data)
+on_accept_later(gpointer user_data)
 {
     PlegdHttp *http = user_data;
 
-    g_clear_pointer(&http->accept_backoff, g_source_unref);
+    g_clear_pointer(&http->accept_later, g_source_unref);
     plegd_http_accept_next(http);
     return G_SOURCE_REMOVE;
+}
+
+void
+plegd_http_accept_later(PlegdHttp *http, GSource *source)
+{
+    http->accept_later = source;
+    g_source_set_callback(source, on_accept_later, http, NULL);
+    g_source_attach(source, http->context);
 }
 
 static void
@@ -419,9 +547,7 @@ accept_failed(PlegdHttp *http, const GError *error)
     if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TOO_MANY_OPEN_FILES))
         give_up_one(http, "out of file descriptors, this one is idle for longest");
     /* Spinning on a listening socket that stays readable would not free an fd sooner. */
-    http->accept_backoff = g_timeout_source_new(http->backoff_ms);
-    g_source_set_callback(http->accept_backoff, on_backoff_done, http, NULL);
-    g_source_attach(http->accept_backoff, http->context);
+    plegd_http_accept_later(http, g_timeout_source_new(http->backoff_ms));
     http->backoff_ms = MIN(http->backoff_ms * 2, ACCEPT_BACKOFF_MAX_MS);
 }
 

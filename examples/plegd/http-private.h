@@ -7,6 +7,7 @@
 
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
+#include <sys/types.h>
 
 #include "plegd.h"
 
@@ -18,6 +19,7 @@
 #define ACCEPT_BACKOFF_MAX_MS 1000
 
 typedef struct _Connection Connection;
+typedef struct _PlegdTls PlegdTls;
 
 /* The health rounds: one of each PlegHealthKind, and /status's, which runs both kinds. */
 typedef enum {
@@ -49,7 +51,7 @@ struct _PlegdHttp {
 
     gboolean accepting;
     GSocket *stand_in_peer; /* the other end of the stand-in listener's socket pair */
-    GSource *accept_backoff;
+    GSource *accept_later; /* the first accept, or the next after one failed (a backoff) */
     guint backoff_ms;
     guint64 n_accept_errors; /* since the last log line */
     gint64 last_accept_log_usec;
@@ -60,12 +62,36 @@ struct _PlegdHttp {
     gboolean stopping;                   /* plegd_http_stop_accepting() was called */
     GPtrArray *readiness_infos; /* ReadinessInfo, plegd_http_add_readiness_info()'s */
     PlegdStatusConfig status_config; /* for /status; its strings owned */
+
+    /* http-listeners.c */
+    char *socket_path;                /* NULL: no unix socket */
+    dev_t socket_dev;                 /* the socket file plegd made, to remove only that one */
+    ino_t socket_ino;
+    GSocketAddress *unix_stand_in_local; /* the local address libsoup gets for the socket's */
+    PlegdTcpEvents tcp_events;
+
+    PlegdTls *tls; /* http-tls.c; NULL: plain HTTP over TCP */
 };
+
+/* Which listener a connection came from. */
+typedef enum {
+    LISTENER_TCP,  /* --metrics-bind-address, plain HTTP */
+    LISTENER_TLS,  /* --metrics-bind-address with --tls-cert-file */
+    LISTENER_UNIX, /* --socket */
+} ListenerKind;
 
 struct _Connection {
     PlegdHttp *http;
-    GSocketConnection *connection; /* weak: libsoup holds it while it serves it */
+    /* The socket's; held by @handshaking during a TLS handshake, then by libsoup through
+     * @stream. */
+    GSocketConnection *connection;
+    GIOStream *stream; /* what libsoup serves: @connection or its TLS connection; weak */
     GSocketAddress *remote;
+    ListenerKind kind;
+    char *peer; /* who, for debug logs: "IP:PORT", or the socket's peer credentials */
+    GTlsConnection *handshaking;     /* strong while the TLS handshake runs */
+    GCancellable *handshake_cancellable;
+    GTlsCertificate *client_certificate; /* TLS: the client's, verified; NULL: none */
     GSource *timer;      /* the idle deadline; when closing, the end of lingering */
     GSource *idle_watch; /* between requests: whether the client closed (watch_idle()) */
     gint64 last_active_usec;
@@ -84,6 +110,9 @@ struct _Connection {
 /* http.c */
 /* Sets @msg's answer; takes @body. */
 void plegd_http_respond(SoupServerMessage *msg, guint status, const char *content_type, char *body);
+/* Accepts on every listening socket, from the next main loop iteration on: call after each
+ * listener is added, before the main loop runs. */
+gboolean plegd_http_start_accepting(PlegdHttp *http, GError **error);
 
 /* http-connections.c */
 void plegd_http_destroy_source(GSource **source);
@@ -96,7 +125,33 @@ void plegd_http_watch_idle(Connection *conn);
 /* Answers @status without reading the request body, then closes after lingering. */
 void plegd_http_refuse(PlegdHttp *http, Connection *conn, SoupServerMessage *msg, guint status);
 void plegd_http_accept_next(PlegdHttp *http);
+/* plegd_http_accept_next() when @source (taken) fires. */
+void plegd_http_accept_later(PlegdHttp *http, GSource *source);
 
+/* Shuts @conn down, a stream or not: libsoup sees the end of the stream and finishes it. */
+void plegd_http_close_connection(Connection *conn, const char *why);
+
+/* http-tls.c */
+/* A TLS server connection over @connection with the certificate and client CA in use. */
+GTlsConnection *plegd_http_tls_wrap(PlegdHttp *http, GSocketConnection *connection,
+                                    GError **error);
+/* Why a certificate did not verify, in a few words. */
+const char *plegd_http_describe_tls_errors(GTlsCertificateFlags flags);
+void plegd_http_tls_clear(PlegdHttp *http);
+
+/* http-listeners.c */
+/* "pid=N uid=N gid=N" of the process at the other end of a unix socket (SO_PEERCRED). */
+char *plegd_http_describe_unix_peer(GSocket *socket);
+/* The local address handed to libsoup with a connection on the socket: libsoup 3.2 takes it
+ * for an inet one (the URI of an HTTP/1.0 request without Host). */
+GSocketAddress *plegd_http_get_unix_stand_in_local(PlegdHttp *http);
+/* Removes the socket file when it is still plegd's. */
+void plegd_http_remove_unix_socket(PlegdHttp *http);
+/* Whether @conn may GET @path; otherwise @msg is answered 403 with a line saying where it is
+ * served. */
+gboolean plegd_http_check_access(PlegdHttp *http, Connection *conn, SoupServerMessage *msg,
+                                 const char *path);
+void plegd_http_socket_clear(PlegdHttp *http);
 /* http-health.c */
 void plegd_http_health_init(PlegdHttp *http);
 /* The server is going: rounds still running answer nobody. */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * plegd's HTTP server: routes, requests and the server's life (new, listen, stop, free).
- * Connections are http-connections.c's, health rounds http-health.c's, /events
- * events-http.c's, /pods pods-http.c's, /status status-http.c's.
+ * Connections are http-connections.c's, listeners and who may read what on each
+ * http-listeners.c's, health rounds http-health.c's, /events events-http.c's, /pods
+ * pods-http.c's, /status status-http.c's.
  */
 #include <errno.h>
 #include <libsoup/soup.h>
@@ -207,6 +208,14 @@ handle_request(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
 
     plegd_http_get_target(msg, &asked, &query_text);
     handler = lookup_route(http, asked);
+    {
+        /* The request log: who asked (on the socket, its peer credentials). */
+        Connection *conn = plegd_http_lookup_connection(http, msg);
+        g_autofree char *shown_method = pleg_log_text(method, -1, 32);
+        g_autofree char *shown = pleg_log_text(asked, -1, 256);
+
+        g_debug("%s %s from %s", shown_method, shown, conn ? conn->peer : "an unknown client");
+    }
     if (!handler) {
         plegd_http_respond(msg, SOUP_STATUS_NOT_FOUND, TEXT_CONTENT_TYPE, g_strdup("404 page not found\n"));
         return;
@@ -221,6 +230,8 @@ handle_request(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
         return;
     }
 
+    if (!plegd_http_check_access(http, plegd_http_lookup_connection(http, msg), msg, asked))
+        return;
     handler(http, msg);
 }
 
@@ -333,8 +344,9 @@ plegd_http_stop_accepting(PlegdHttp *http)
         return;
     http->stopping = TRUE;
     g_cancellable_cancel(http->cancellable);
-    plegd_http_destroy_source(&http->accept_backoff);
+    plegd_http_destroy_source(&http->accept_later);
     g_socket_listener_close(http->listener);
+    plegd_http_remove_unix_socket(http);
 }
 
 
@@ -369,6 +381,8 @@ plegd_http_free(PlegdHttp *http)
     g_object_unref(http->cancellable);
     g_clear_pointer(&http->context, g_main_context_unref);
     plegd_http_health_clear(http);
+    plegd_http_socket_clear(http);
+    plegd_http_tls_clear(http);
     pleg_metrics_registry_unref(http->metrics);
     g_free(http);
 }
@@ -404,6 +418,24 @@ add_stand_in_listener(PlegdHttp *http, GError **error)
     return soup_server_listen_socket(http->server, socket, 0, error);
 }
 
+/* GSocketListener's accept watches the sockets it had when it started, and a cancelled one may
+ * still accept a connection (and drop it): the first accept starts from the main loop, once
+ * every listener is added. */
+gboolean
+plegd_http_start_accepting(PlegdHttp *http, GError **error)
+{
+    if (http->accepting) {
+        g_return_val_if_fail(http->accept_later, FALSE);
+        return TRUE;
+    }
+    if (!add_stand_in_listener(http, error))
+        return FALSE;
+    http->context = g_main_context_ref_thread_default();
+    http->accepting = TRUE;
+    plegd_http_accept_later(http, g_idle_source_new());
+    return TRUE;
+}
+
 gboolean
 plegd_http_listen(PlegdHttp *http, GInetSocketAddress *address, char **ret_url, GError **error)
 {
@@ -418,20 +450,15 @@ plegd_http_listen(PlegdHttp *http, GInetSocketAddress *address, char **ret_url, 
         g_prefix_error(error, "cannot listen on %s: ", text);
         return FALSE;
     }
-    if (!http->accepting) {
-        if (!add_stand_in_listener(http, error))
-            return FALSE;
-        http->context = g_main_context_ref_thread_default();
-        http->accepting = TRUE;
-        plegd_http_accept_next(http);
-    }
+    if (!plegd_http_start_accepting(http, error))
+        return FALSE;
 
     if (ret_url) {
         /* With port 0 the kernel picked one: report what was bound. */
         guint port = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(bound));
         g_autofree char *text = format_host_port(host, port);
 
-        *ret_url = g_strconcat("http://", text, NULL);
+        *ret_url = g_strconcat(http->tls ? "https://" : "http://", text, NULL);
     }
     return TRUE;
 }

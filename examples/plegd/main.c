@@ -40,6 +40,8 @@ typedef struct {
     GMainLoop *loop;
     int exit_status;
     PlegHost *host;
+    PlegdHttp *http; /* NULL: no HTTP server */
+    gboolean tls;    /* --tls-cert-file: SIGHUP reloads the TLS files */
     PlegdRelistMonitor *monitor;
     PlegdOutput *output;
     PlegdEvents *events;
@@ -171,6 +173,24 @@ on_relist(const GError *error, gint64 relist_time_ns, gpointer user_data)
     plegd_relist_monitor_update(app->monitor, error, n_pods, g_get_monotonic_time());
 }
 
+/* The TLS files, when plegd has them; a file that does not load leaves the ones in use. */
+static void
+reload(App *app)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (!app->tls) {
+        g_info("received SIGHUP: nothing to reload (no --tls-cert-file)");
+        return;
+    }
+    if (!plegd_http_reload_tls(app->http, &error)) {
+        g_message("received SIGHUP: cannot reload the TLS files: %s; keeping the ones in use",
+                  error->message);
+        return;
+    }
+    g_info("received SIGHUP: reloaded the TLS files");
+}
+
 static void
 quit(App *app, const char *signal_name)
 {
@@ -178,8 +198,9 @@ quit(App *app, const char *signal_name)
     g_main_loop_quit(app->loop);
 }
 
-/* SIGINT, SIGTERM and SIGHUP end plegd cleanly (SIGHUP's default would kill it without a flush;
- * plegd has nothing to reload).  SIGUSR1 and SIGUSR2 mean nothing to plegd, and their default
+/* SIGINT and SIGTERM end plegd cleanly; SIGHUP reads the TLS files again (a rotated
+ * certificate, a CA removed), as daemons reload on it.  SIGUSR1 and SIGUSR2 mean nothing to
+ * plegd, and their default
  * would kill it too: a stray one (a log-reopen habit, a script meant for another daemon) is
  * logged and ignored.  All five are blocked in every thread from the start of main(),
  * before any thread exists, so that every thread plegd, GLib, gRPC or a plugin creates inherits
@@ -227,6 +248,8 @@ on_signal(int fd, GIOCondition condition, gpointer user_data)
             g_message("received %s from pid %" G_GUINT32_FORMAT
                       ": plegd has no use for it, ignored",
                       signal_name(info.ssi_signo), info.ssi_pid);
+        else if (info.ssi_signo == SIGHUP)
+            reload(user_data);
         else
             quit(user_data, signal_name(info.ssi_signo));
     }
@@ -432,6 +455,35 @@ describe_state(gpointer data)
     return plegd_state_describe(data);
 }
 
+/* The unix socket first: a second plegd started by mistake stops there, before it binds the
+ * TCP address. */
+static gboolean
+listen_http(PlegdHttp *http, const PlegdOptions *options, GError **error)
+{
+    g_autofree char *url = NULL;
+
+    plegd_http_set_tcp_events(http, options->tcp_events);
+    if (options->socket_path) {
+        if (!plegd_http_listen_unix(http, options->socket_path, options->socket_gid, error))
+            return FALSE;
+        g_info("serving the API on unix:%s", options->socket_path);
+    }
+    if (!options->metrics_address)
+        return TRUE;
+    if (!plegd_http_listen(http, options->metrics_address, &url, error))
+        return FALSE;
+    g_info("serving metrics on %s%s", url,
+           options->tcp_events == PLEGD_TCP_EVENTS_TLS
+               ? " (and /events and /pods to clients with a certificate of --client-ca-file)"
+               : "");
+    if (options->tcp_events == PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED)
+        plegd_log_warning("serving /events and /pods on %s without authentication "
+                          "(--serve-events-over-tcp=loopback-unauthenticated): every local user "
+                          "and every host-network pod can read them",
+                          url);
+    return TRUE;
+}
+
 static int
 run(const PlegdOptions *options)
 {
@@ -504,9 +556,7 @@ run(const PlegdOptions *options)
     resume(state, events, pleg_host_get_pleg(host), options->events_first_seq);
     if (options->http_idle_timeout_usec > 0)
         plegd_events_set_cutoff_grace(events, options->http_idle_timeout_usec);
-    if (options->metrics_address) {
-        g_autofree char *url = NULL;
-
+    if (options->metrics_address || options->socket_path) {
         PlegdStatusConfig status = {
             .runtime_endpoint = options->endpoint,
             .relist_period_usec = options->relist_period_usec,
@@ -520,17 +570,25 @@ run(const PlegdOptions *options)
             plegd_http_add_readiness_info(http, "state", describe_state, state);
         if (options->http_idle_timeout_usec > 0)
             plegd_http_set_idle_timeout(http, options->http_idle_timeout_usec);
-        if (!plegd_http_listen(http, options->metrics_address, &url, &error)) {
+        /* A TLS file that does not load is a bad flag, as a --config file that does not. */
+        if (options->tls_cert_file &&
+            !plegd_http_set_tls(http, options->tls_cert_file, options->tls_key_file,
+                                options->client_ca_file, &error)) {
+            g_printerr("plegd: %s\n", error->message);
+            return EXIT_BAD_FLAG;
+        }
+        if (!listen_http(http, options, &error)) {
             plegd_log_error("%s", error->message);
             return EXIT_FAILURE;
         }
-        g_info("serving metrics on %s", url);
     }
 
     loop = g_main_loop_new(NULL, FALSE);
     monitor = plegd_relist_monitor_new(options->endpoint, NULL, NULL);
     app.loop = loop;
     app.host = host;
+    app.http = http;
+    app.tls = http && options->tls_cert_file;
     app.monitor = monitor;
     app.exit_status = EXIT_SUCCESS;
     /* The main thread never waits for the reader of stdout: /healthz, signals and the service

@@ -6,9 +6,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "pleg-config.h"
@@ -37,6 +39,12 @@ typedef enum {
     SETTING_STATE_DIR,
     SETTING_VERBOSITY,
     SETTING_LOGGING_FORMAT,
+    SETTING_SOCKET,
+    SETTING_SOCKET_GROUP,
+    SETTING_TCP_EVENTS,
+    SETTING_TLS_CERT,
+    SETTING_TLS_KEY,
+    SETTING_CLIENT_CA,
     N_SETTINGS,
 } SettingId;
 
@@ -56,6 +64,12 @@ static const char *const setting_names[N_SETTINGS] = {
     [SETTING_STATE_DIR] = "state-dir",
     [SETTING_VERBOSITY] = "v",
     [SETTING_LOGGING_FORMAT] = "logging-format",
+    [SETTING_SOCKET] = "socket",
+    [SETTING_SOCKET_GROUP] = "socket-group",
+    [SETTING_TCP_EVENTS] = "serve-events-over-tcp",
+    [SETTING_TLS_CERT] = "tls-cert-file",
+    [SETTING_TLS_KEY] = "tls-private-key-file",
+    [SETTING_CLIENT_CA] = "client-ca-file",
 };
 
 #define CONFIG_GROUP       PLEGD_CONFIG_GROUP
@@ -76,6 +90,10 @@ plegd_options_clear(PlegdOptions *options)
     g_clear_pointer(&options->plugin_dir, g_free);
     g_clear_pointer(&options->plugin_dir_origin, g_free);
     g_clear_pointer(&options->state_dir, g_free);
+    g_clear_pointer(&options->socket_path, g_free);
+    g_clear_pointer(&options->tls_cert_file, g_free);
+    g_clear_pointer(&options->tls_key_file, g_free);
+    g_clear_pointer(&options->client_ca_file, g_free);
     g_clear_pointer(&options->disabled_plugins, g_strfreev);
     g_clear_pointer(&options->required_plugins, g_strfreev);
 }
@@ -161,19 +179,104 @@ is_plugin_name(const char *name)
     return TRUE;
 }
 
+G_STATIC_ASSERT(PLEGD_EVENTS_JOURNAL_AUTO == 0 && PLEGD_EVENTS_JOURNAL_NO == 2);
+G_STATIC_ASSERT(PLEGD_TCP_EVENTS_NO == 0 && PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED == 2);
+
+/* One of @names, the first when unset: its index (the enum's value, in the same order). */
+static gboolean
+parse_choice(const Settings *settings, SettingId id, const char *const *names,
+             const char *expected, int *ret_index, GError **error)
+{
+    const char *text = settings->values[id];
+
+    for (int i = 0; names[i]; i++) {
+        if (!text ? i == 0 : g_str_equal(text, names[i])) {
+            *ret_index = i;
+            return TRUE;
+        }
+    }
+    return bad_setting(error, settings, id, expected);
+}
+
 static gboolean
 parse_events_journal(const Settings *settings, PlegdEventsJournal *ret_mode, GError **error)
 {
-    const char *text = settings->values[SETTING_EVENTS_JOURNAL];
+    /* PlegdEventsJournal's order. */
+    static const char *const names[] = {"auto", "yes", "no", NULL};
+    int index;
 
-    if (!text || g_str_equal(text, "auto"))
-        *ret_mode = PLEGD_EVENTS_JOURNAL_AUTO;
-    else if (g_str_equal(text, "yes"))
-        *ret_mode = PLEGD_EVENTS_JOURNAL_YES;
-    else if (g_str_equal(text, "no"))
-        *ret_mode = PLEGD_EVENTS_JOURNAL_NO;
-    else
-        return bad_setting(error, settings, SETTING_EVENTS_JOURNAL, "expected auto, yes or no");
+    if (!parse_choice(settings, SETTING_EVENTS_JOURNAL, names, "expected auto, yes or no", &index,
+                      error))
+        return FALSE;
+    *ret_mode = (PlegdEventsJournal)index;
+    return TRUE;
+}
+
+static gboolean
+parse_tcp_events(const Settings *settings, PlegdTcpEvents *ret_mode, GError **error)
+{
+    /* PlegdTcpEvents' order. */
+    static const char *const names[] = {"no", "tls", "loopback-unauthenticated", NULL};
+    int index;
+
+    if (!parse_choice(settings, SETTING_TCP_EVENTS, names,
+                      "expected no, tls or loopback-unauthenticated", &index, error))
+        return FALSE;
+    *ret_mode = (PlegdTcpEvents)index;
+    return TRUE;
+}
+
+/* A group name, or a number: chown(2) takes either, as the systemd unit's SocketGroup=. */
+static gboolean
+parse_socket_group(const Settings *settings, gint64 *ret_gid, GError **error)
+{
+    const char *text = settings->values[SETTING_SOCKET_GROUP];
+    struct group entry, *found = NULL;
+    char buffer[4096];
+    guint64 number;
+    int errsv;
+
+    if (!text || text[0] == '\0') {
+        *ret_gid = -1;
+        return TRUE;
+    }
+    if (g_ascii_string_to_unsigned(text, 10, 0, G_MAXUINT32 - 1, &number, NULL)) {
+        *ret_gid = (gint64)number;
+        return TRUE;
+    }
+    errsv = getgrnam_r(text, &entry, buffer, sizeof buffer, &found);
+    if (!found) {
+        g_autofree char *why = errsv == 0 ? g_strdup("no such group")
+                                          : g_strdup_printf("cannot look the group up: %s",
+                                                            g_strerror(errsv));
+
+        return bad_setting(error, settings, SETTING_SOCKET_GROUP, why);
+    }
+    *ret_gid = found->gr_gid;
+    return TRUE;
+}
+
+/* "" turns the socket off; the default is PLEGD_DEFAULT_SOCKET. */
+static gboolean
+parse_socket(const Settings *settings, char **ret_path, GError **error)
+{
+    const char *text = settings->values[SETTING_SOCKET];
+
+    if (!text) {
+        *ret_path = g_strdup(PLEGD_DEFAULT_SOCKET);
+        return TRUE;
+    }
+    if (text[0] == '\0') {
+        *ret_path = NULL;
+        return TRUE;
+    }
+    /* A relative one would depend on the directory plegd was started from. */
+    if (!g_path_is_absolute(text))
+        return bad_setting(error, settings, SETTING_SOCKET, "must be an absolute path");
+    if (strlen(text) >= G_SIZEOF_MEMBER(struct sockaddr_un, sun_path))
+        return bad_setting(error, settings, SETTING_SOCKET,
+                           "longer than a unix socket's 107 bytes");
+    *ret_path = g_strdup(text);
     return TRUE;
 }
 
@@ -335,11 +438,11 @@ check_escapes(const char *shown, const char *key, const char *raw, GError **erro
 /* A configuration file is a few dozen lines: anything larger is not one. */
 #define CONFIG_MAX_BYTES (1024 * 1024)
 
-/* Reads @path whole when it is a regular file of at most CONFIG_MAX_BYTES: a FIFO, a device
- * (/dev/zero) or a huge file must fail at once, not block plegd or fill its memory while its
- * signals wait for the main loop. */
-static gboolean
-read_config(const char *path, char **ret_contents, gsize *ret_length, GError **error)
+/* A FIFO, a device (/dev/zero) or a huge file must fail at once, not block plegd or fill its
+ * memory while its signals wait for the main loop. */
+gboolean
+plegd_read_small_file(const char *path, const char *what, gsize max_bytes, char **ret_contents,
+                      gsize *ret_length, struct stat *ret_st, GError **error)
 {
     g_autoptr(GString) contents = NULL;
     struct stat st;
@@ -354,13 +457,13 @@ read_config(const char *path, char **ret_contents, gsize *ret_length, GError **e
                             g_strerror(errsv));
         return FALSE;
     }
-    if (!S_ISREG(st.st_mode) || st.st_size > CONFIG_MAX_BYTES) {
+    if (!S_ISREG(st.st_mode) || (guint64)st.st_size > max_bytes) {
         if (!S_ISREG(st.st_mode))
             g_set_error_literal(error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "not a regular file");
         else
             g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED,
-                        "%" G_GINT64_FORMAT " bytes, more than a configuration file's %d",
-                        (gint64)st.st_size, CONFIG_MAX_BYTES);
+                        "%" G_GINT64_FORMAT " bytes, more than a %s's %" G_GSIZE_FORMAT,
+                        (gint64)st.st_size, what, max_bytes);
         close(fd);
         return FALSE;
     }
@@ -380,10 +483,10 @@ read_config(const char *path, char **ret_contents, gsize *ret_length, GError **e
         }
         if (n == 0)
             break;
-        if (contents->len + n > CONFIG_MAX_BYTES) {
+        if (contents->len + n > max_bytes) {
             close(fd);
             g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED,
-                        "more than a configuration file's %d bytes", CONFIG_MAX_BYTES);
+                        "more than a %s's %" G_GSIZE_FORMAT " bytes", what, max_bytes);
             return FALSE;
         }
         g_string_append_len(contents, buffer, n);
@@ -391,6 +494,8 @@ read_config(const char *path, char **ret_contents, gsize *ret_length, GError **e
     close(fd);
     *ret_length = contents->len;
     *ret_contents = g_string_free(g_steal_pointer(&contents), FALSE);
+    if (ret_st)
+        *ret_st = st;
     return TRUE;
 }
 
@@ -427,7 +532,8 @@ load_config_file(const char *path, Settings *settings, GKeyFile **ret_key_file, 
     g_auto(GStrv) groups = NULL;
     g_auto(GStrv) keys = NULL;
 
-    if (!read_config(path, &contents, &length, &local_error) ||
+    if (!plegd_read_small_file(path, "configuration file", CONFIG_MAX_BYTES, &contents, &length,
+                               NULL, &local_error) ||
         !check_no_nul(contents, length, &local_error) ||
         !g_key_file_load_from_data(key_file, contents, length, G_KEY_FILE_NONE, &local_error)) {
         g_autofree char *why = pleg_log_text(local_error->message, -1, 1024);
@@ -532,6 +638,22 @@ configure_gates(PlegFeatureGates *gates, const Settings *settings, const char *c
     return TRUE;
 }
 
+/* A file plegd reads again later (on SIGHUP): "" is none, a relative path would depend on the
+ * directory plegd was started from. */
+static gboolean
+parse_file(const Settings *settings, SettingId id, char **ret_path, GError **error)
+{
+    const char *text = settings->values[id];
+
+    *ret_path = NULL;
+    if (!text || text[0] == '\0')
+        return TRUE;
+    if (!g_path_is_absolute(text))
+        return bad_setting(error, settings, id, "must be an absolute path");
+    *ret_path = g_strdup(text);
+    return TRUE;
+}
+
 /* Parses each value of @settings into @parsed on its own, a default for each that is unset; what
  * depends on two settings is the caller's to check. */
 static gboolean
@@ -570,7 +692,57 @@ parse_values(const Settings *settings, PlegdOptions *parsed, GError **error)
                        error) &&
            parse_events_journal(settings, &parsed->events_journal, error) &&
            parse_count(settings, SETTING_VERBOSITY, 0, 0, G_MAXINT32, &parsed->verbosity, error) &&
-           parse_logging_format(settings, &parsed->logging_format, error);
+           parse_logging_format(settings, &parsed->logging_format, error) &&
+           parse_socket(settings, &parsed->socket_path, error) &&
+           parse_socket_group(settings, &parsed->socket_gid, error) &&
+           parse_tcp_events(settings, &parsed->tcp_events, error) &&
+           parse_file(settings, SETTING_TLS_CERT, &parsed->tls_cert_file, error) &&
+           parse_file(settings, SETTING_TLS_KEY, &parsed->tls_key_file, error) &&
+           parse_file(settings, SETTING_CLIENT_CA, &parsed->client_ca_file, error);
+}
+
+/* The TLS flags go together, on a TCP listener. */
+static gboolean
+check_tls(const Settings *settings, const PlegdOptions *parsed, GError **error)
+{
+    if (!parsed->tls_cert_file != !parsed->tls_key_file)
+        return bad_setting(error, settings, parsed->tls_cert_file ? SETTING_TLS_CERT : SETTING_TLS_KEY,
+                           "--tls-cert-file and --tls-private-key-file go together");
+    if (parsed->client_ca_file && !parsed->tls_cert_file)
+        return bad_setting(error, settings, SETTING_CLIENT_CA,
+                           "needs --tls-cert-file and --tls-private-key-file");
+    if (parsed->tls_cert_file && !parsed->metrics_address)
+        return bad_setting(error, settings, SETTING_TLS_CERT,
+                           "there is no TCP listener (--metrics-bind-address is empty)");
+    if (parsed->tcp_events == PLEGD_TCP_EVENTS_TLS && !parsed->client_ca_file)
+        return bad_setting(error, settings, SETTING_TCP_EVENTS,
+                           "needs --client-ca-file (with --tls-cert-file and "
+                           "--tls-private-key-file): the client certificates it serves");
+    return TRUE;
+}
+
+/* What --serve-events-over-tcp asks of the TCP listener. */
+static gboolean
+check_tcp_events(const Settings *settings, const PlegdOptions *parsed, GError **error)
+{
+    GInetAddress *host;
+
+    if (parsed->tcp_events == PLEGD_TCP_EVENTS_NO)
+        return TRUE;
+    if (!parsed->metrics_address)
+        return bad_setting(error, settings, SETTING_TCP_EVENTS,
+                           "there is no TCP listener (--metrics-bind-address is empty)");
+    host = g_inet_socket_address_get_address(parsed->metrics_address);
+    if (parsed->tcp_events == PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED &&
+        !g_inet_address_get_is_loopback(host)) {
+        g_autofree char *shown = g_inet_address_to_string(host);
+        g_autofree char *why = g_strdup_printf(
+            "--metrics-bind-address must be a loopback address (127.0.0.1 or [::1]), not %s",
+            shown);
+
+        return bad_setting(error, settings, SETTING_TCP_EVENTS, why);
+    }
+    return TRUE;
 }
 
 /* The host checks the endpoint it is given, and main.c names the file when it came from there.
@@ -659,10 +831,30 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
          "PLEG health threshold (default " DEFAULT_RELIST_THRESHOLD ")", "DURATION"},
         {"metrics-bind-address", 0, 0, G_OPTION_ARG_STRING,
          &settings.values[SETTING_METRICS_ADDRESS],
-         "Serve the HTTP API (/metrics, /livez, /readyz, /events, /pods) here; \"\" disables, port 0 "
-         "picks a free port "
+         "Serve /metrics, /livez, /readyz and /healthz over TCP here (/events and /pods only with "
+         "--serve-events-over-tcp); \"\" disables, port 0 picks a free port "
          "(default " DEFAULT_METRICS_BIND_ADDRESS ")",
          "IP:PORT"},
+        {"socket", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_SOCKET],
+         "Serve the whole API (/events, /pods, /metrics, /livez, /readyz) on a unix socket here, "
+         "mode 0660; \"\" disables (default " PLEGD_DEFAULT_SOCKET ")",
+         "PATH"},
+        {"socket-group", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_SOCKET_GROUP],
+         "The group whose members may connect to --socket (default: plegd's own group)", "GROUP"},
+        {"serve-events-over-tcp", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_TCP_EVENTS],
+         "Serve /events and /pods on --metrics-bind-address too: no (403 naming the socket), tls "
+         "(to clients with a certificate signed by --client-ca-file), or "
+         "loopback-unauthenticated (any local user and host-network pod can read them) "
+         "(default no)",
+         "no|tls|loopback-unauthenticated"},
+        {"tls-cert-file", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_TLS_CERT],
+         "Serve HTTPS on --metrics-bind-address with this certificate (PEM, then its chain); "
+         "read again on SIGHUP",
+         "FILE"},
+        {"tls-private-key-file", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_TLS_KEY],
+         "The private key of --tls-cert-file (PEM; not accessible by others)", "FILE"},
+        {"client-ca-file", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_CLIENT_CA],
+         "Verify client certificates against these CAs (PEM); read again on SIGHUP", "FILE"},
         {"feature-gates", 0, 0, G_OPTION_ARG_STRING_ARRAY, &feature_gates,
          "Feature gates, e.g. EventedPLEG=true; given again, adds to the gates set before",
          "NAME=BOOL,..."},
@@ -782,8 +974,13 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
                          (const char *const *)feature_gates, error))
         return FALSE;
 
-    if (!parse_values(&settings, &parsed, error))
+    if (!parse_values(&settings, &parsed, error) || !check_tcp_events(&settings, &parsed, error) ||
+        !check_tls(&settings, &parsed, error))
         return FALSE;
+    if (settings.values[SETTING_SOCKET_GROUP] && settings.values[SETTING_SOCKET_GROUP][0] &&
+        !parsed.socket_path)
+        return bad_setting(error, &settings, SETTING_SOCKET_GROUP,
+                           "there is no socket (--socket is empty)");
     /* A threshold shorter than the period would report a healthy PLEG unhealthy between relists. */
     if (parsed.relist_threshold_usec < parsed.relist_period_usec) {
         /* Name what was set: the threshold, or the period when the threshold is the default. */

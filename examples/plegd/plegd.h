@@ -7,6 +7,7 @@
 
 #include <gio/gio.h>
 #include <libsoup/soup.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <pleg/pleg.h>
 #include <pleg/pleg-host.h>
@@ -47,6 +48,24 @@ typedef enum {
 } PlegdLogFormat;
 
 /**
+ * PlegdTcpEvents:
+ * @PLEGD_TCP_EVENTS_NO: /events, /pods and /status over TCP answer 403 with a line naming the
+ *   socket.
+ * @PLEGD_TCP_EVENTS_TLS: served over TLS to a client whose certificate verified against
+ *   --client-ca-file; 403 without a client certificate.
+ * @PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED: served to anyone who reaches the loopback address
+ *   (any local user, any host-network pod): options.c makes sure the address is a loopback one.
+ *
+ * Who may read /events, /pods and /status over TCP: --serve-events-over-tcp.  TCP always serves /metrics,
+ * /livez, /readyz and /healthz, what scrapers and probes need.
+ */
+typedef enum {
+    PLEGD_TCP_EVENTS_NO,
+    PLEGD_TCP_EVENTS_TLS,
+    PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED,
+} PlegdTcpEvents;
+
+/**
  * PlegdOptions:
  * @endpoint: the CRI endpoint, from the command line, the file or the build-time default.
  * @endpoint_origin: (nullable): the --config file @endpoint came from; %NULL: command line
@@ -70,6 +89,12 @@ typedef enum {
  *   restarts; %NULL: nowhere.
  * @logging_format: --logging-format.
  * @verbosity: --v, kubelet's log verbosity (see plegd_log_record_verbosity()).
+ * @socket_path: (nullable): --socket, the unix socket of the whole API; %NULL: none.
+ * @socket_gid: --socket-group as a group id, -1: plegd's own group.
+ * @tcp_events: --serve-events-over-tcp.
+ * @tls_cert_file: (nullable): --tls-cert-file; set with @tls_key_file, or neither.
+ * @tls_key_file: (nullable): --tls-private-key-file.
+ * @client_ca_file: (nullable): --client-ca-file; only with @tls_cert_file.
  *
  * What plegd runs with.  Durations are in microseconds.
  */
@@ -97,6 +122,12 @@ typedef struct {
     guint64 events_first_seq;
     PlegdLogFormat logging_format;
     guint verbosity;
+    char *socket_path;
+    gint64 socket_gid;
+    PlegdTcpEvents tcp_events;
+    char *tls_cert_file;
+    char *tls_key_file;
+    char *client_ca_file;
 } PlegdOptions;
 
 /**
@@ -116,6 +147,21 @@ gboolean plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options,
 /* Frees what @options holds and zeroes it.  Safe on a zeroed struct. */
 void plegd_options_clear(PlegdOptions *options);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PlegdOptions, plegd_options_clear)
+
+/**
+ * plegd_read_small_file:
+ * @what: what the file is, for the error ("configuration file").
+ * @max_bytes: a larger file is refused before it is read.
+ * @ret_contents: (out) (transfer full): its bytes, NUL-terminated.
+ * @ret_st: (out) (optional): the fstat() of what was read.
+ * @error: %G_FILE_ERROR: the errno, "not a regular file" or "N bytes, more than a @what's M".
+ *
+ * Reads @path whole when it is a regular file of at most @max_bytes (the --config file, the TLS
+ * files).  Never blocks on a FIFO or a device.
+ */
+gboolean plegd_read_small_file(const char *path, const char *what, gsize max_bytes,
+                               char **ret_contents, gsize *ret_length, struct stat *ret_st,
+                               GError **error);
 
 /* output.c: one JSON object per PodLifecycleEvent, written by a thread of its own. */
 
@@ -449,12 +495,68 @@ GPtrArray *plegd_http_parse_query(const char *query, GError **error);
 
 /**
  * plegd_http_listen:
- * @ret_url: (out) (transfer full) (optional): "http://HOST:PORT" with the port actually bound.
+ * @ret_url: (out) (transfer full) (optional): "http://HOST:PORT" with the port actually bound
+ *   ("https://" once plegd_http_set_tls() was called).
  *
  * Listens on @address in the thread-default main context.  The error names the address.
+ * What TCP serves is limited: see plegd_http_set_tcp_events().
  */
 gboolean plegd_http_listen(PlegdHttp *http, GInetSocketAddress *address, char **ret_url,
                            GError **error);
+
+/* http-listeners.c: the unix socket that serves the whole API, and what TCP serves. */
+
+/* Where plegd serves its whole API by default (--socket), and where plegctl looks. */
+#define PLEGD_DEFAULT_SOCKET "/run/plegd/plegd.sock"
+/* The socket's mode: its owner (plegd's user, root) and its group (--socket-group) connect. */
+#define PLEGD_SOCKET_MODE 0660
+
+/**
+ * plegd_http_listen_unix:
+ * @path: an absolute path of at most 107 bytes.  Its directory is created (0755) when missing.
+ * @gid: the socket's group, or -1 for plegd's own.
+ * @error: %G_IO_ERROR naming @path: %G_IO_ERROR_EXISTS when @path is something else than a
+ *   socket (never removed), %G_IO_ERROR_ADDRESS_IN_USE when a process listens on it already.
+ *
+ * Serves the whole API (what TCP serves and /events and /pods) on a unix socket at @path, mode
+ * %PLEGD_SOCKET_MODE, owned by plegd's user and @gid.  A socket at @path that nobody listens on
+ * (left by a plegd that crashed: connect() is refused) is replaced.  The socket is removed by
+ * plegd_http_stop_accepting() when it is still the one plegd made (same inode).  Each
+ * connection's peer credentials (SO_PEERCRED) are logged at debug level.
+ */
+gboolean plegd_http_listen_unix(PlegdHttp *http, const char *path, gint64 gid, GError **error);
+
+/* Call before listening; the default is %PLEGD_TCP_EVENTS_NO. */
+void plegd_http_set_tcp_events(PlegdHttp *http, PlegdTcpEvents mode);
+
+/* http-tls.c: TLS on the TCP listener. */
+
+/**
+ * plegd_http_set_tls:
+ * @cert_file: PEM: the server's certificate, then the chain to its CA if any.
+ * @key_file: PEM: its private key (unencrypted).  Refused when others may access it (any of
+ *   mode 0007) or when it is owned by another user than root or plegd's, as sshd refuses its
+ *   keys; a regular file of at most 1 MiB, as the other two.
+ * @client_ca_file: (nullable): PEM: the CAs client certificates must be signed by.  With it a
+ *   client certificate is asked for, and one that does not verify (another CA, expired, not
+ *   valid yet) fails the handshake; a client without one is served what TCP serves to anyone.
+ * @error: %G_FILE_ERROR or %G_TLS_ERROR naming the flag and the file.
+ *
+ * The TCP listener serves HTTPS only, with GLib's TLS (glib-networking).  Call before
+ * plegd_http_listen().  Which paths a client certificate opens: plegd_http_set_tcp_events().
+ */
+gboolean plegd_http_set_tls(PlegdHttp *http, const char *cert_file, const char *key_file,
+                            const char *client_ca_file, GError **error);
+
+/**
+ * plegd_http_reload_tls:
+ * @error: as plegd_http_set_tls()'s; the files in use are then kept.
+ *
+ * Reads the three files again (on SIGHUP: a rotated certificate, a CA removed from the CA file).
+ * New connections get them; open connections and their streams go on, but one whose client
+ * certificate does not verify against the new CA file is closed.  Without TLS, does nothing.
+ */
+gboolean plegd_http_reload_tls(PlegdHttp *http, GError **error);
 
 /* relist-monitor.c: readiness, STATUS= and rate-limited relist failure logs. */
 

@@ -2,17 +2,21 @@
 /*
  * The request line and headers plegd's HTTP server accepts (examples/plegd/http.c): one server
  * set up as plegd sets it up (/metrics and /healthz of a plugin host that is not started, the
- * connection limit and idle timeout at plegd's defaults) listens on 127.0.0.1 in this thread's
- * main context.  Each input is sent over a new TCP connection as it is, then the client shuts
- * down its sending side and reads until the server closes, running the server's context
- * meanwhile.
+ * connection limit and idle timeout at plegd's defaults) listens on 127.0.0.1 and on a unix
+ * socket in a temporary directory, in this thread's main context.  Each input is sent over a new
+ * TCP connection as it is, then over a new connection to the socket (which serves /pods too);
+ * each time the client shuts down its sending side and reads until the server closes, running
+ * the server's context meanwhile.
  *
  * Checked: no crash, sanitizer report or hang (the server answers and closes within
  * ANSWER_TIMEOUT_USEC of the end of the request); whatever it sends starts with a well-formed
  * HTTP/1.x status line and complete headers; and connections do not pile up file descriptors.
  */
 #include <errno.h>
+#include <gio/gunixsocketaddress.h>
 #include <glib.h>
+#include <glib/gstdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz-target.h"
@@ -46,6 +50,9 @@ static GMainContext *context;
 static PlegHost *host;
 static PlegdHttp *http;
 static GInetSocketAddress *server_address;
+static GSocketAddress *socket_address;
+static char *socket_dir;
+static char *socket_path;
 static guint baseline_fds;
 
 static guint
@@ -59,6 +66,13 @@ count_fds(void)
     while (g_dir_read_name(dir))
         n++;
     return n;
+}
+
+static void
+remove_socket(void)
+{
+    g_unlink(socket_path);
+    g_rmdir(socket_dir);
 }
 
 int
@@ -88,6 +102,14 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
     port = strrchr(url, ':') + 1;
     server_address = G_INET_SOCKET_ADDRESS(
         g_inet_socket_address_new_from_string("127.0.0.1", (guint)g_ascii_strtoull(port, NULL, 10)));
+    socket_dir = g_dir_make_tmp("plegd-fuzz-XXXXXX", &error);
+    if (!socket_dir)
+        fuzz_fail("cannot make a directory for the socket: %s", error->message);
+    socket_path = g_build_filename(socket_dir, "plegd.sock", NULL);
+    if (!plegd_http_listen_unix(http, socket_path, -1, &error))
+        fuzz_fail("cannot listen: %s", error->message);
+    atexit(remove_socket);
+    socket_address = g_unix_socket_address_new(socket_path);
     baseline_fds = count_fds();
     return 0;
 }
@@ -180,23 +202,22 @@ check_answer(const GByteArray *answer)
         fuzz_fail("the answer's headers do not end: \"%.*s\"", (int)MIN(answer->len, 256), text);
 }
 
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* Sends @data on a new connection to @address and checks the answer. */
+static void
+exchange(GSocketAddress *address, const uint8_t *data, size_t size)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(GSource) ready = NULL;
     g_autoptr(GSource) timeout = NULL;
     Client client = {0};
     gboolean reading_only = FALSE;
-    guint fds;
 
     client.data = data;
     client.size = size;
     client.answer = g_byte_array_new();
-    client.socket = g_socket_new(G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM,
-                                 G_SOCKET_PROTOCOL_TCP, &error);
-    if (!client.socket || !g_socket_connect(client.socket, G_SOCKET_ADDRESS(server_address), NULL,
-                                            &error))
+    client.socket = g_socket_new(g_socket_address_get_family(address), G_SOCKET_TYPE_STREAM,
+                                 G_SOCKET_PROTOCOL_DEFAULT, &error);
+    if (!client.socket || !g_socket_connect(client.socket, address, NULL, &error))
         fuzz_fail("cannot connect to the server: %s", error->message);
     g_socket_set_blocking(client.socket, FALSE);
 
@@ -225,6 +246,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     g_socket_close(client.socket, NULL);
     g_object_unref(client.socket);
     g_byte_array_unref(client.answer);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    guint fds;
+
+    exchange(G_SOCKET_ADDRESS(server_address), data, size);
+    exchange(socket_address, data, size);
 
     /* Let the server finish closing its side. */
     while (g_main_context_iteration(context, FALSE))

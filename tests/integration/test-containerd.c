@@ -16,6 +16,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gio/gunixsocketaddress.h>
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -52,6 +53,8 @@ typedef struct {
     char *stdout_path;
     char *stderr_path;
     char *metrics_url;
+    char *socket_path; /* plegd's --socket: /events and /pods (403 over TCP) */
+    char *socket_arg;
     int notify_fd;
     GPid plegd_pid;
 } Fixture;
@@ -152,10 +155,10 @@ plegd_spawn(const char *state_dir, GError **error)
     g_autofree char *state_dir_arg =
         state_dir ? g_strdup_printf("--state-dir=%s", state_dir) : NULL;
     /* the program and its fixed arguments; then up to three of a variant, --state-dir, NULL */
-    const char *argv[4 + 3 + 1 + 1] = {fx.plegd_path, endpoint_arg,
+    const char *argv[5 + 3 + 1 + 1] = {fx.plegd_path, endpoint_arg,
                                        "--relist-period=" RELIST_PERIOD,
-                                       "--metrics-bind-address=127.0.0.1:0"};
-    guint n = 4;
+                                       "--metrics-bind-address=127.0.0.1:0", fx.socket_arg};
+    guint n = 5;
 
     if (evented_plugin_dir()) {
         plugin_dir_arg = g_strdup_printf("--plugin-dir=%s", evented_plugin_dir());
@@ -271,6 +274,8 @@ teardown(void)
     g_clear_pointer(&fx.stdout_path, g_free);
     g_clear_pointer(&fx.stderr_path, g_free);
     g_clear_pointer(&fx.metrics_url, g_free);
+    g_clear_pointer(&fx.socket_path, g_free);
+    g_clear_pointer(&fx.socket_arg, g_free);
 }
 
 static char *
@@ -296,6 +301,8 @@ setup_steps(void)
     fx.notify_path = g_build_filename(fx.dir, "notify.sock", NULL);
     fx.stdout_path = g_build_filename(fx.dir, "plegd.out", NULL);
     fx.stderr_path = g_build_filename(fx.dir, "plegd.err", NULL);
+    fx.socket_path = g_build_filename(fx.dir, "plegd.sock", NULL);
+    fx.socket_arg = g_strconcat("--socket=", fx.socket_path, NULL);
 
     if (!run_sandbox_script("start", &err))
         return g_strdup_printf("the private containerd did not start (%s start): %s",
@@ -416,11 +423,27 @@ wait_ready(void)
     }
 }
 
+/* A session to plegd's socket, whatever the URL's host: /events and /pods are served there.
+ * @stream: no timeout, a stream may be idle for as long as nothing happens. */
+static SoupSession *
+socket_session_new(gboolean stream)
+{
+    g_autoptr(GSocketAddress) address = g_unix_socket_address_new(fx.socket_path);
+
+    if (!stream)
+        return soup_session_new_with_options("remote-connectable", address, NULL);
+    return soup_session_new_with_options("timeout", 0, "idle-timeout", 0, "remote-connectable",
+                                         address, NULL);
+}
+
+/* /events and /pods on the socket, the rest over TCP as Prometheus and probes ask. */
 static char *
 http_get(const char *path, guint *ret_status)
 {
-    g_autoptr(SoupSession) session = soup_session_new();
-    g_autofree char *url = g_strconcat(fx.metrics_url, path, NULL);
+    gboolean on_socket = g_str_has_prefix(path, "/pods") || g_str_has_prefix(path, "/events");
+    g_autoptr(SoupSession) session = on_socket ? socket_session_new(FALSE) : soup_session_new();
+    g_autofree char *url =
+        g_strconcat(on_socket ? "http://localhost" : fx.metrics_url, path, NULL);
     g_autoptr(SoupMessage) msg = soup_message_new("GET", url);
     g_autoptr(GError) error = NULL;
     g_autoptr(GBytes) body = NULL;
@@ -1005,13 +1028,13 @@ consumer_open(const char *query)
 {
     Consumer *consumer = g_new0(Consumer, 1);
 
-    consumer->url = g_strconcat(fx.metrics_url, "/events", query, NULL);
+    consumer->url = g_strconcat("http://localhost/events", query, NULL);
     consumer->context = g_main_context_new();
     consumer->cancellable = g_cancellable_new();
     consumer->lines = g_ptr_array_new_with_free_func(g_free);
     g_main_context_push_thread_default(consumer->context);
     /* no timeout: a stream may be idle for as long as nothing happens */
-    consumer->session = soup_session_new_with_options("timeout", 0, "idle-timeout", 0, NULL);
+    consumer->session = socket_session_new(TRUE);
     consumer->message = soup_message_new("GET", consumer->url);
     ck_assert_msg(consumer->message, "not a URL: %s", consumer->url);
     consumer->busy = TRUE;

@@ -83,7 +83,9 @@ def busy_scrape(args, tmp):
                                  "--feature-gates=EventedPLEG=true",
                                  f"--plugin-dir={args.plugin_dir}",
                                  "--require-plugins=evented,watchdog",
-                                 f"--state-dir={os.path.join(tmp, 'state')}")
+                                 f"--state-dir={os.path.join(tmp, 'state')}",
+                                 # The /events client below comes over TCP.
+                                 "--serve-events-over-tcp=loopback-unauthenticated")
         wait_metrics(url, lambda t: sample_value(t, "kubelet_evented_pleg_connection_state") == 1,
                      "a connected event stream", plegd)
         events = urllib.request.build_opener(urllib.request.ProxyHandler({})).open(

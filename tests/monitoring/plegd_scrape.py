@@ -104,9 +104,11 @@ def sample_value(text, name, labels=None):
 
 def start_plegd(plegd, socket, *flags):
     """plegd against the cri-sim at @socket, serving HTTP on a free port: (process, its /metrics
-    URL)."""
+    URL).  /metrics over TCP, as Prometheus scrapes it; plegd's unix socket beside @socket (its
+    default is the node's)."""
+    api_socket = os.path.join(os.path.dirname(socket), "plegd.sock")
     process = Process([plegd, f"--container-runtime-endpoint=unix://{socket}",
-                       "--metrics-bind-address=127.0.0.1:0", *flags])
+                       "--metrics-bind-address=127.0.0.1:0", f"--socket={api_socket}", *flags])
     url = process.wait_for("err", r"serving metrics on (http://\S+)").group(1) + "/metrics"
     return process, url
 

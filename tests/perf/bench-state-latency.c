@@ -205,7 +205,7 @@ run_once(const char *plegd_path, const char *state_dir, guint n_pods, guint n_ex
     g_autofree char *socket_path = NULL, *endpoint = NULL, *state_arg = NULL, *url = NULL;
     g_autofree char *metrics_url = NULL, *metrics = NULL;
     g_autoptr(GArray) round_latencies = g_array_new(FALSE, FALSE, sizeof(gint64));
-    const char *argv[8];
+    const char *argv[9];
     guint argc = 0;
     PerfPlegd *plegd;
     GThread *thread;
@@ -246,6 +246,7 @@ run_once(const char *plegd_path, const char *state_dir, guint n_pods, guint n_ex
     argv[argc++] = "--relist-period=1s";
     argv[argc++] = "--feature-gates=EventedPLEG=true";
     argv[argc++] = "--metrics-bind-address=127.0.0.1:0";
+    argv[argc++] = "--socket=";
     if (state_dir) {
         state_arg = g_strconcat("--state-dir=", state_dir, NULL);
         argv[argc++] = state_arg;

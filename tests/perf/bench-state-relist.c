@@ -131,9 +131,9 @@ measure(const char *plegd_path, const char *endpoint, const char *state_dir, gui
         g_strdup_printf("--relist-period=%" G_GINT64_FORMAT "ms", period_usec / 1000);
     g_autofree char *state_arg = state_dir ? g_strconcat("--state-dir=", state_dir, NULL) : NULL;
     g_autofree char *base = NULL, *url = NULL, *text = NULL;
-    const char *argv[] = {plegd_path, endpoint_arg,
-                          period_arg, "--metrics-bind-address=127.0.0.1:0",
-                          state_arg,  NULL};
+    /* No socket: the node's default may be taken. */
+    const char *argv[] = {plegd_path, endpoint_arg, period_arg,
+                          "--metrics-bind-address=127.0.0.1:0", "--socket=", state_arg, NULL};
     gint lines = 0, lines_start;
     double cpu_start, relists_start, commits_start = 0, count, mean, p50, p99;
     Sample sample = {0};

@@ -65,7 +65,8 @@ start_once(const char *plegd_path, const char *endpoint, const char *state_dir,
     g_autofree char *endpoint_arg = g_strconcat("--container-runtime-endpoint=", endpoint, NULL);
     g_autofree char *state_arg = state_dir ? g_strconcat("--state-dir=", state_dir, NULL) : NULL;
     g_autofree char *notify_env = NULL;
-    const char *argv[] = {plegd_path, endpoint_arg, state_arg, NULL};
+    /* No socket: the node's default may be taken. */
+    const char *argv[] = {plegd_path, endpoint_arg, "--socket=", state_arg, NULL};
     GSocket *notify = perf_notify_socket_new(&notify_env);
     const char *env[] = {notify_env, NULL};
     gint64 start, ready;

@@ -224,7 +224,7 @@ main(int argc, char **argv)
 
     /* plegd: every container reported started (the first relist), then two steady periods. */
     plegd = spawn((const char *const[]){argv[2], endpoint_flag, "--relist-period=1s",
-                                        "--metrics-bind-address=127.0.0.1:0", NULL},
+                                        "--metrics-bind-address=127.0.0.1:0", "--socket=", NULL},
                   G_SUBPROCESS_FLAGS_NONE);
     while (started < expected) {
         g_autofree char *line = read_line(&plegd, "plegd's first relist");

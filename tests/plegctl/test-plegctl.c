@@ -26,8 +26,11 @@ typedef struct {
     char *state_dir;
     CriSim *sim;
     PlegdRunner *plegd;
-    char *base;         /* http://127.0.0.1:PORT */
-    char *address_arg;  /* --address=BASE */
+    char *base;         /* http://127.0.0.1:PORT: /metrics and the probes only */
+    char *api;          /* http+unix://SOCKET, the whole API, for http_request() */
+    char *address;      /* unix:SOCKET, plegd's socket as plegctl is given it */
+    char *address_arg;  /* --address=ADDRESS */
+    char *socket_arg;   /* --socket=SOCKET, in the test's folder */
     char *bind_arg;     /* --metrics-bind-address=127.0.0.1:PORT, for a restart */
     char *endpoint_arg; /* --container-runtime-endpoint=... */
 } Fixture;
@@ -49,9 +52,11 @@ start_plegd(const char *bind_arg, gboolean with_state)
 
     fixture.plegd = plegd_runner_spawn(NULL, fixture.endpoint_arg, "--relist-period=100ms",
                                        "--feature-gates=EventedPLEG=true", bind_arg,
-                                       with_state ? state : "--state-dir=");
+                                       fixture.socket_arg, with_state ? state : "--state-dir=");
     g_free(fixture.base);
     fixture.base = plegd_runner_wait_metrics_url(fixture.plegd);
+    g_free(fixture.api);
+    fixture.api = plegd_runner_get_api_url(fixture.plegd);
 }
 
 static void
@@ -66,8 +71,10 @@ setup(void)
     fixture.sim = cri_sim_new(path, &error);
     ck_assert_msg(fixture.sim, "%s", error ? error->message : "");
     fixture.endpoint_arg = g_strdup_printf("--container-runtime-endpoint=unix://%s", path);
+    fixture.socket_arg = g_strdup_printf("--socket=%s/plegd.sock", fixture.dir);
+    fixture.address = g_strdup_printf("unix:%s/plegd.sock", fixture.dir);
     start_plegd("--metrics-bind-address=127.0.0.1:0", TRUE);
-    fixture.address_arg = g_strconcat("--address=", fixture.base, NULL);
+    fixture.address_arg = g_strconcat("--address=", fixture.address, NULL);
     fixture.bind_arg =
         g_strconcat("--metrics-bind-address=", fixture.base + strlen("http://"), NULL);
 }
@@ -82,7 +89,10 @@ teardown(void)
     g_clear_pointer(&fixture.state_dir, g_free);
     g_clear_pointer(&fixture.dir, g_free);
     g_clear_pointer(&fixture.base, g_free);
+    g_clear_pointer(&fixture.api, g_free);
+    g_clear_pointer(&fixture.address, g_free);
     g_clear_pointer(&fixture.address_arg, g_free);
+    g_clear_pointer(&fixture.socket_arg, g_free);
     g_clear_pointer(&fixture.bind_arg, g_free);
     g_clear_pointer(&fixture.endpoint_arg, g_free);
 }
@@ -298,14 +308,19 @@ seqs_of(GPtrArray *events, guint from)
     return g_string_free(text, FALSE);
 }
 
-/* Where @word starts in @line, which must hold it. */
+/* Where the cell @word starts in @line, which must hold it: @word whole, between spaces or the
+ * line's ends (a seq may hold "137" too). */
 static gsize
 column_of(const char *line, const char *word)
 {
-    const char *at = strstr(line, word);
+    gsize len = strlen(word);
 
-    ck_assert_msg(at, "no \"%s\" in \"%s\"", word, line);
-    return (gsize)(at - line);
+    for (const char *at = strstr(line, word); at; at = strstr(at + 1, word)) {
+        if ((at == line || at[-1] == ' ') && (at[len] == ' ' || at[len] == '\0'))
+            return (gsize)(at - line);
+    }
+    ck_abort_msg("no cell \"%s\" in \"%s\"", word, line);
+    return 0;
 }
 
 /* ---- events ---- */
@@ -482,7 +497,8 @@ START_TEST(test_status)
     g_autofree char *away = NULL, *back = NULL, *json = NULL;
     g_autoptr(JsonNode) doc = NULL;
     g_autoptr(GError) error = NULL;
-    g_autofree char *head = g_strdup_printf("plegd %s at %s\n", PLEG_VERSION, fixture.base);
+    g_autofree char *head = g_strdup_printf("plegd %s at %s\n", PLEG_VERSION, fixture.address);
+    g_autofree char *tcp_arg = g_strconcat("--address=", fixture.base, NULL);
 
     ck_assert_msg(g_str_has_prefix(ready, head), "%s", ready);
     ck_assert_msg(strstr(ready, "\n  Live:       yes\n  Ready:      yes\n"), "%s", ready);
@@ -497,6 +513,10 @@ START_TEST(test_status)
 
     assert_plegctl(0, NULL, &json, "status", fixture.address_arg);
     doc = parse_json_object(json);
+    g_clear_pointer(&json, g_free);
+    /* Over TCP, where any local user can connect, plegd refuses /status: plegctl says so. */
+    assert_plegctl(1, "is served on plegd's unix socket", &json, "status", tcp_arg);
+    g_clear_pointer(&json, g_free);
     ck_assert(json_object_get_boolean_member(
         json_object_get_object_member(json_node_get_object(doc), "ready"), "ok"));
 
@@ -525,7 +545,7 @@ static void
 wait_clients(gint64 n)
 {
     gint64 end = deadline();
-    g_autofree char *url = g_strconcat(fixture.base, "/status", NULL);
+    g_autofree char *url = g_strconcat(fixture.api, "/status", NULL);
 
     for (;;) {
         g_autofree char *body = NULL;

@@ -5,6 +5,7 @@
  * watchdog sends heartbeats to NOTIFY_SOCKET, or, with KubeletWatchdogDiagnostics on and a
  * broken socket, logs KEP-6247's records.
  */
+#include <gio/gunixsocketaddress.h>
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
@@ -725,7 +726,7 @@ url_port(const char *base)
 
 /* A raw HTTP/1.1 request on a new connection, left open; NULL when plegd refused it. */
 static GSocketConnection *
-send_request(guint16 port, const char *path)
+send_request_to(GSocketConnectable *address, const char *path)
 {
     g_autoptr(GSocketClient) client = g_socket_client_new();
     g_autoptr(GError) error = NULL;
@@ -734,12 +735,20 @@ send_request(guint16 port, const char *path)
 
     /* No proxy on the loopback (GIO would ask libproxy on a thread of GLib's pool). */
     g_socket_client_set_enable_proxy(client, FALSE);
-    connection = g_socket_client_connect_to_host(client, "127.0.0.1", port, NULL, &error);
+    connection = g_socket_client_connect(client, address, NULL, &error);
     ck_assert_msg(connection, "%s", error ? error->message : "");
     if (!g_output_stream_write_all(g_io_stream_get_output_stream(G_IO_STREAM(connection)),
                                    request, strlen(request), NULL, NULL, NULL))
         return NULL;
     return g_steal_pointer(&connection);
+}
+
+static GSocketConnection *
+send_request(guint16 port, const char *path)
+{
+    g_autoptr(GSocketConnectable) address = g_network_address_new("127.0.0.1", port);
+
+    return send_request_to(address, path);
 }
 
 /* The value of the series @series ("name{labels}") in a /metrics page, -1 when absent. */
@@ -834,7 +843,10 @@ START_TEST(test_sigterm_with_hung_checker)
     g_autoptr(PlegdRunner) plegd = spawn_hang(env, "1", NULL, &log_path);
     g_autofree char *base = plegd_runner_wait_metrics_url(plegd);
     guint16 port = url_port(base);
-    g_autoptr(GSocketConnection) stream = send_request(port, "/events");
+    g_autoptr(GSocketAddress) socket_address =
+        g_unix_socket_address_new(plegd_runner_get_socket(plegd));
+    g_autoptr(GSocketConnection) stream =
+        send_request_to(G_SOCKET_CONNECTABLE(socket_address), "/events");
     g_autoptr(GSocketConnection) waiting = NULL;
     g_autoptr(GString) received = g_string_new(NULL);
     g_autofree char *out = NULL;

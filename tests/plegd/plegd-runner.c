@@ -9,6 +9,8 @@
 
 struct _PlegdRunner {
     GSubprocess *process;
+    char *socket_dir; /* made for the runner's --socket; NULL: the test gave its own */
+    char *socket_path;
     GMutex lock;
     GCond cond;
     GString *out;
@@ -124,6 +126,9 @@ spawn(const char *binary, const char *const *env, int stdout_fd, GSpawnChildSetu
     g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GError) error = NULL;
     const char *wrapper = g_getenv("PLEGD_TEST_WRAPPER");
+    g_autofree char *socket_dir = NULL;
+    g_autofree char *own_socket = NULL;
+    const char *socket_path = NULL;
     PlegdRunner *runner;
 
     if (wrapper && *wrapper) {
@@ -134,8 +139,20 @@ spawn(const char *binary, const char *const *env, int stdout_fd, GSpawnChildSetu
             g_ptr_array_add(argv, g_strdup(*w));
     }
     g_ptr_array_add(argv, g_strdup(binary));
-    for (const char *const *a = args; *a; a++)
+    for (const char *const *a = args; *a; a++) {
         g_ptr_array_add(argv, g_strdup(*a));
+        if (g_str_has_prefix(*a, "--socket="))
+            socket_path = *a + strlen("--socket=");
+        else if (g_str_equal(*a, "--socket"))
+            socket_path = a[1];
+    }
+    /* plegd's default socket is the node's: each plegd of the tests gets one of its own. */
+    if (!socket_path && g_strcmp0(binary, g_getenv("PLEGD")) == 0) {
+        socket_dir = make_tmpdir();
+        own_socket = g_build_filename(socket_dir, "plegd.sock", NULL);
+        socket_path = own_socket;
+        g_ptr_array_add(argv, g_strconcat("--socket=", own_socket, NULL));
+    }
     g_ptr_array_add(argv, NULL);
 
     if (stdout_fd < 0)
@@ -160,6 +177,8 @@ spawn(const char *binary, const char *const *env, int stdout_fd, GSpawnChildSetu
     g_cond_init(&runner->cond);
     runner->out = g_string_new(NULL);
     runner->err = g_string_new(NULL);
+    runner->socket_dir = g_steal_pointer(&socket_dir);
+    runner->socket_path = socket_path && *socket_path ? g_strdup(socket_path) : NULL;
     runner->process =
         g_subprocess_launcher_spawnv(launcher, (const char *const *)argv->pdata, &error);
     ck_assert_msg(runner->process, "spawning %s: %s", binary, error ? error->message : "");
@@ -195,6 +214,11 @@ plegd_runner_free(PlegdRunner *runner)
     g_string_free(runner->err, TRUE);
     g_mutex_clear(&runner->lock);
     g_cond_clear(&runner->cond);
+    /* A plegd killed leaves its socket. */
+    if (runner->socket_dir)
+        remove_tmpdir(runner->socket_dir);
+    g_free(runner->socket_dir);
+    g_free(runner->socket_path);
     g_free(runner);
 }
 
@@ -339,6 +363,23 @@ plegd_runner_stop(PlegdRunner *runner, int signum)
     return plegd_runner_wait_exit(runner);
 }
 
+const char *
+plegd_runner_get_socket(PlegdRunner *runner)
+{
+    return runner->socket_path;
+}
+
+char *
+plegd_runner_get_api_url(PlegdRunner *runner)
+{
+    g_autofree char *escaped = NULL;
+
+    ck_assert_msg(runner->socket_path, "plegd runs without a socket");
+    assert_stderr_shows(runner, "serving the API on unix:");
+    escaped = g_uri_escape_string(runner->socket_path, NULL, FALSE);
+    return g_strconcat("http+unix://", escaped, NULL);
+}
+
 char *
 plegd_runner_wait_metrics_url(PlegdRunner *runner)
 {
@@ -353,7 +394,7 @@ plegd_runner_wait_metrics_url(PlegdRunner *runner)
         /* The whole line, up to its newline. */
         if (start && strchr(start, '\n')) {
             start += strlen(marker);
-            if (g_str_has_prefix(start, "http://")) {
+            if (g_str_has_prefix(start, "http://") || g_str_has_prefix(start, "https://")) {
                 char *url = g_strndup(start, strcspn(start, " \t\r\n\""));
 
                 g_mutex_unlock(&runner->lock);
@@ -463,17 +504,42 @@ copy_file(const char *source, const char *dir, const char *name)
                   "%s", error ? error->message : "");
 }
 
+GSocketAddress *
+socket_address_from_url(const char *url, char **ret_target)
+{
+    const char *rest = url + strlen("http+unix://");
+    const char *slash = strchr(rest, '/');
+    g_autofree char *escaped = g_strndup(rest, slash ? (gsize)(slash - rest) : strlen(rest));
+    g_autofree char *path = g_uri_unescape_string(escaped, NULL);
+
+    ck_assert_msg(g_str_has_prefix(url, "http+unix://") && path, "bad URL %s", url);
+    if (ret_target)
+        *ret_target = g_strdup(slash ? slash : "/");
+    return g_unix_socket_address_new(path);
+}
+
 guint
 http_request(const char *method, const char *url, char **ret_body, char **ret_content_type)
 {
     g_autoptr(GProxyResolver) direct = g_simple_proxy_resolver_new(NULL, NULL);
     guint timeout_sec = (guint)((deadline_usec() - g_get_monotonic_time()) / G_USEC_PER_SEC);
-    g_autoptr(SoupSession) session = soup_session_new_with_options(
-        "proxy-resolver", direct, "timeout", timeout_sec, NULL);
-    g_autoptr(SoupMessage) message = soup_message_new(method, url);
+    g_autoptr(GSocketAddress) unix_address = NULL;
+    g_autofree char *unix_url = NULL;
+    g_autoptr(SoupSession) session = NULL;
+    g_autoptr(SoupMessage) message = NULL;
     g_autoptr(GBytes) body = NULL;
     g_autoptr(GError) error = NULL;
 
+    /* http+unix://PATH/TARGET, PATH %-escaped: the request goes to the socket at PATH. */
+    if (g_str_has_prefix(url, "http+unix://")) {
+        g_autofree char *target = NULL;
+
+        unix_address = socket_address_from_url(url, &target);
+        unix_url = g_strconcat("http://localhost", target, NULL);
+    }
+    session = soup_session_new_with_options("proxy-resolver", direct, "timeout", timeout_sec,
+                                            "remote-connectable", unix_address, NULL);
+    message = soup_message_new(method, unix_url ? unix_url : url);
     ck_assert_msg(message, "bad URL %s", url);
     body = soup_session_send_and_read(session, message, NULL, &error);
     ck_assert_msg(body, "%s %s: %s", method, url, error ? error->message : "");

@@ -71,8 +71,16 @@ int plegd_runner_stop(PlegdRunner *runner, int signum);
  * instead of g_subprocess_wait(), whose hand-off to GLib's worker thread TSan cannot see. */
 gboolean subprocess_wait_reaped(GSubprocess *process);
 
-/* The base URL from plegd's "serving metrics on http://HOST:PORT" line. */
+/* The base URL from plegd's "serving metrics on http://HOST:PORT" (or https://) line. */
 char *plegd_runner_wait_metrics_url(PlegdRunner *runner);
+
+/* plegd's --socket: the test's own, or the one the runner gives each plegd it spawns when the
+ * test gives none (plegd's default is the node's); NULL with --socket=. */
+const char *plegd_runner_get_socket(PlegdRunner *runner);
+/* Once plegd serves: "http+unix://PATH" (PATH %-escaped) for http_request(), the whole API. */
+char *plegd_runner_get_api_url(PlegdRunner *runner);
+/* The socket of an "http+unix://PATH/TARGET" URL; @ret_target: (optional) "/TARGET". */
+GSocketAddress *socket_address_from_url(const char *url, char **ret_target);
 
 /* Lines of @text (the text format) that plegd's domain logged at notice or warning level
  * (GLib's message level) containing @needle. */
@@ -94,7 +102,8 @@ char *write_file(const char *dir, const char *name, const char *contents);
 /* Copies @source to @dir/@name with mode 0644. */
 void copy_file(const char *source, const char *dir, const char *name);
 
-/* One HTTP request without proxies; returns the status.  Fails the test when no answer comes
+/* One HTTP request without proxies, to http://, https:// (no client certificate) or
+ * http+unix://PATH/TARGET (over the socket at PATH); returns the status.  Fails the test when no answer comes
  * within the runner's deadline. */
 guint http_request(const char *method, const char *url, char **ret_body, char **ret_content_type);
 

@@ -6,8 +6,9 @@
  * 100 clients that do not read during a storm of 5000 events keep plegd's RSS bounded; the
  * stream outlives the idle timeout; curl -N (and the README's curl | jq consumer) works.
  *
- * The clients speak HTTP/1.1 over plain sockets and decode the chunked body themselves, so that
- * a test decides exactly when a client reads.
+ * The clients speak HTTP/1.1 over plegd's unix socket (over TCP where a test says so, with
+ * --serve-events-over-tcp=loopback-unauthenticated) and decode the chunked body themselves, so
+ * that a test decides exactly when a client reads.
  */
 #include <fcntl.h>
 #include <json-glib/json-glib.h>
@@ -24,8 +25,11 @@ typedef struct {
     CriSim *sim;
     char *endpoint_arg;
     PlegdRunner *plegd;
-    char *base;
+    char *base;  /* TCP: /metrics */
     guint16 port;
+    gboolean over_tcp;       /* /events over TCP rather than the socket */
+    char *api;               /* where /events is asked for: the socket, or TCP */
+    GSocketAddress *address; /* the same, for the clients' own sockets */
 } Fixture;
 
 static Fixture fixture;
@@ -60,6 +64,8 @@ teardown(void)
     g_clear_pointer(&fixture.plegd, plegd_runner_free);
     g_clear_pointer(&fixture.sim, cri_sim_free);
     g_clear_pointer(&fixture.base, g_free);
+    g_clear_pointer(&fixture.api, g_free);
+    g_clear_object(&fixture.address);
     remove_tmpdir(fixture.dir);
     g_clear_pointer(&fixture.dir, g_free);
     g_clear_pointer(&fixture.endpoint_arg, g_free);
@@ -74,6 +80,8 @@ start_plegd_full(gboolean capture_stdout, const char *arg1, const char *arg2)
                           "--relist-period=100ms",
                           "--metrics-bind-address=127.0.0.1:0",
                           "--events-first-seq=1",
+                          fixture.over_tcp ? "--serve-events-over-tcp=loopback-unauthenticated"
+                                           : "--serve-events-over-tcp=no",
                           arg1,
                           arg2,
                           NULL};
@@ -97,6 +105,15 @@ start_plegd_full(gboolean capture_stdout, const char *arg1, const char *arg2)
     fixture.base = plegd_runner_wait_metrics_url(fixture.plegd);
     colon = strrchr(fixture.base, ':');
     fixture.port = (guint16)g_ascii_strtoull(colon + 1, NULL, 10);
+    if (fixture.over_tcp) {
+        g_autoptr(GInetAddress) loopback = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
+
+        fixture.api = g_strdup(fixture.base);
+        fixture.address = g_inet_socket_address_new(loopback, fixture.port);
+    } else {
+        fixture.api = plegd_runner_get_api_url(fixture.plegd);
+        fixture.address = socket_address_from_url(fixture.api, NULL);
+    }
 }
 
 #define start_plegd(arg1, arg2) start_plegd_full(TRUE, (arg1), (arg2))
@@ -168,19 +185,18 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(Client, client_free)
 static Client *
 client_open(const char *query, int rcvbuf)
 {
-    g_autoptr(GInetAddress) loopback = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
-    g_autoptr(GSocketAddress) address = g_inet_socket_address_new(loopback, fixture.port);
     g_autoptr(GError) error = NULL;
     g_autofree char *request =
         g_strdup_printf("GET /events%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", query ? query : "");
     Client *client = g_new0(Client, 1);
 
-    client->socket =
-        g_socket_new(G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, &error);
+    client->socket = g_socket_new(g_socket_address_get_family(fixture.address),
+                                  G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT, &error);
     ck_assert_msg(client->socket, "%s", error ? error->message : "");
+    /* On the socket, plegd's send buffer alone bounds what is in flight. */
     if (rcvbuf > 0)
         ck_assert(g_socket_set_option(client->socket, SOL_SOCKET, SO_RCVBUF, rcvbuf, NULL));
-    ck_assert_msg(g_socket_connect(client->socket, address, NULL, &error), "%s",
+    ck_assert_msg(g_socket_connect(client->socket, fixture.address, NULL, &error), "%s",
                   error ? error->message : "");
     ck_assert(g_socket_send(client->socket, request, strlen(request), NULL, NULL) ==
               (gssize)strlen(request));
@@ -352,6 +368,7 @@ parse_object(const char *text)
 
 /* ---- tests ---- */
 
+/* On the socket (_i 0) and over TCP with --serve-events-over-tcp=loopback-unauthenticated. */
 START_TEST(test_two_clients_one_paused)
 {
     g_autoptr(Client) reader = NULL;
@@ -359,6 +376,7 @@ START_TEST(test_two_clients_one_paused)
     g_autofree char *out = NULL;
     g_auto(GStrv) stdout_lines = NULL;
 
+    fixture.over_tcp = _i == 1;
     start_plegd(NULL, NULL);
     reader = client_open(NULL, 0);
     paused = client_open(NULL, 4096);
@@ -627,8 +645,6 @@ START_TEST(test_stream_outlives_idle_timeout)
 {
     g_autoptr(Client) stream = NULL;
     g_autoptr(GSocket) idle = NULL;
-    g_autoptr(GInetAddress) loopback = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
-    g_autoptr(GSocketAddress) address = NULL;
     char c;
 
     start_plegd("--http-idle-timeout=500ms", NULL);
@@ -637,10 +653,10 @@ START_TEST(test_stream_outlives_idle_timeout)
 
     /* An idle connection opened after the stream: once plegd closed it, the stream has been
      * idle for longer than the timeout too. */
-    address = g_inet_socket_address_new(loopback, fixture.port);
-    idle = g_socket_new(G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL);
+    idle = g_socket_new(g_socket_address_get_family(fixture.address), G_SOCKET_TYPE_STREAM,
+                        G_SOCKET_PROTOCOL_DEFAULT, NULL);
     g_socket_set_timeout(idle, 30);
-    ck_assert(g_socket_connect(idle, address, NULL, NULL));
+    ck_assert(g_socket_connect(idle, fixture.address, NULL, NULL));
     ck_assert_int_eq(g_socket_receive(idle, &c, 1, NULL, NULL), 0);
 
     add_pods(1);
@@ -654,7 +670,7 @@ END_TEST
 static guint
 request_events(const char *method, const char *query, char **ret_body, char **ret_type)
 {
-    g_autofree char *url = g_strconcat(fixture.base, "/events", query, NULL);
+    g_autofree char *url = g_strconcat(fixture.api, "/events", query, NULL);
 
     return http_request(method, url, ret_body, ret_type);
 }
@@ -721,8 +737,8 @@ START_TEST(test_bad_requests)
         char buffer[4096];
         gssize n;
 
-        connection = g_socket_client_connect_to_host(socket_client, "127.0.0.1", fixture.port,
-                                                     NULL, &error);
+        connection = g_socket_client_connect(socket_client, G_SOCKET_CONNECTABLE(fixture.address),
+                                             NULL, &error);
         ck_assert_msg(connection, "%s", error ? error->message : "");
         ck_assert(g_output_stream_write_all(
             g_io_stream_get_output_stream(G_IO_STREAM(connection)), request, strlen(request),
@@ -1122,9 +1138,10 @@ START_TEST(test_bounded_reads)
     /* A bounded read with curl and jq, as doc/events.md shows one: the answer ends. */
     {
         const char *script =
-            "curl -s \"$0/events?follow=false&type=ContainerDied&since_time=10m\" | "
+            "curl -s --unix-socket \"$0\" "
+            "\"http://localhost/events?follow=false&type=ContainerDied&since_time=10m\" | "
             "jq -r '[.seq, .time, .pod_uid, .container_id, .exit_code, .reason] | @tsv'";
-        const char *argv[] = {"sh", "-c", script, fixture.base, NULL};
+        const char *argv[] = {"sh", "-c", script, plegd_runner_get_socket(fixture.plegd), NULL};
         g_autofree char *out = run_to_end(argv);
         g_auto(GStrv) rows = NULL;
 
@@ -1274,9 +1291,10 @@ START_TEST(test_filter_names)
                       2);
 
     /* Which containers of namespace shop died: one curl that ends. */
-    url = g_strconcat(fixture.base, "/events?follow=false&type=ContainerDied&namespace=shop", NULL);
+    url = g_strdup("http://localhost/events?follow=false&type=ContainerDied&namespace=shop");
     {
-        const char *argv[] = {"curl", "-s", url, NULL};
+        const char *argv[] = {"curl", "-s", "--unix-socket", plegd_runner_get_socket(fixture.plegd),
+                              url, NULL};
 
         out = run_to_end(argv);
     }
@@ -1322,7 +1340,8 @@ read_line_from(GDataInputStream *stream)
     return line;
 }
 
-/* curl -N, and the README's consumer: curl | jq. */
+/* curl -N over TCP (--serve-events-over-tcp=loopback-unauthenticated), and the README's
+ * consumer on the socket: curl --unix-socket | jq. */
 START_TEST(test_curl)
 {
     g_autoptr(GSubprocess) curl = NULL;
@@ -1337,15 +1356,16 @@ START_TEST(test_curl)
     g_autofree char *died_line = NULL;
     /* Stopped after its first line, should curl or jq hang. */
     const char *script =
-        "curl -sN \"$0/events\" | jq -c --unbuffered "
+        "curl -sN --unix-socket \"$0\" http://localhost/events | jq -c --unbuffered "
         "'select(.type == \"ContainerDied\") | {seq, pod_uid, container_id, exit_code}'";
 
+    fixture.over_tcp = TRUE;
     start_plegd(NULL, NULL);
     url = g_strconcat(fixture.base, "/events", NULL);
     curl = g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error, "curl", "-sN", url, NULL);
     ck_assert_msg(curl, "%s", error ? error->message : "");
     pipeline = g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error, "sh", "-c", script,
-                                fixture.base, NULL);
+                                plegd_runner_get_socket(fixture.plegd), NULL);
     ck_assert_msg(pipeline, "%s", error ? error->message : "");
     wait_metric("plegd_events_clients", 2);
 
@@ -1495,7 +1515,7 @@ plegd_events_suite(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_two_clients_one_paused);
+    tcase_add_loop_test(tc, test_two_clients_one_paused, 0, 2);
     tcase_add_test(tc, test_slow_consumer_cut_off);
     tcase_add_test(tc, test_resume_after_disconnect);
     tcase_add_test(tc, test_history_above_one);

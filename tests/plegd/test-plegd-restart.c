@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib/gstdio.h>
+#include <gio/gunixsocketaddress.h>
 #include <json-glib/json-glib.h>
 #include <sched.h>
 #include <signal.h>
@@ -78,7 +79,8 @@ typedef struct {
     char *endpoint_arg;
     PlegdRunner *plegd;
     char *base;
-    guint16 port;
+    char *socket_arg; /* the same socket across restarts: one a plegd killed left is replaced */
+    GSocketAddress *address;
 
     GHashTable *ctrs; /* id -> Ctr */
     GPtrArray *order; /* Ctr, as made */
@@ -127,19 +129,18 @@ client_free(Client *client)
 }
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(Client, client_free)
 
+/* On plegd's socket; HTTP/1.0 without a Host. */
 static Client *
 client_open(const char *query)
 {
-    g_autoptr(GInetAddress) loopback = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
-    g_autoptr(GSocketAddress) address = g_inet_socket_address_new(loopback, fixture.port);
     g_autoptr(GError) error = NULL;
     g_autofree char *request = g_strdup_printf("GET /events%s HTTP/1.0\r\n\r\n", query);
     Client *client = g_new0(Client, 1);
 
     client->socket =
-        g_socket_new(G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, &error);
+        g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT, &error);
     ck_assert_msg(client->socket, "%s", error ? error->message : "");
-    ck_assert_msg(g_socket_connect(client->socket, address, NULL, &error), "%s",
+    ck_assert_msg(g_socket_connect(client->socket, fixture.address, NULL, &error), "%s",
                   error ? error->message : "");
     ck_assert(g_socket_send(client->socket, request, strlen(request), NULL, NULL) ==
               (gssize)strlen(request));
@@ -639,19 +640,17 @@ plegd_start(const char *const *env, const char *extra_arg)
     const char *args[] = {fixture.endpoint_arg,
                           "--relist-period=100ms",
                           "--metrics-bind-address=127.0.0.1:0",
+                          fixture.socket_arg,
                           state_arg ? state_arg : extra_arg,
                           state_arg ? extra_arg : NULL,
                           NULL};
     int out_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    const char *colon;
 
     ck_assert_int_ge(out_fd, 0);
     g_clear_pointer(&fixture.plegd, plegd_runner_free);
     g_clear_pointer(&fixture.base, g_free);
     fixture.plegd = plegd_runner_spawn_full(env, out_fd, args);
     fixture.base = plegd_runner_wait_metrics_url(fixture.plegd);
-    colon = strrchr(fixture.base, ':');
-    fixture.port = (guint16)g_ascii_strtoull(colon + 1, NULL, 10);
 }
 
 static double
@@ -785,6 +784,10 @@ setup_world(gboolean with_state)
     fixture.sim = cri_sim_new(path, &error);
     ck_assert_msg(fixture.sim, "%s", error ? error->message : "");
     fixture.endpoint_arg = g_strdup_printf("--container-runtime-endpoint=unix://%s", path);
+    g_free(path);
+    path = g_build_filename(fixture.dir, "plegd.sock", NULL);
+    fixture.socket_arg = g_strconcat("--socket=", path, NULL);
+    fixture.address = g_unix_socket_address_new(path);
     fixture.ctrs = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)ctr_free);
     fixture.order = g_ptr_array_new();
     fixture.pods = g_ptr_array_new_with_free_func(g_free);
@@ -846,6 +849,8 @@ teardown(void)
     g_free(fixture.state_dir);
     g_free(fixture.endpoint_arg);
     g_free(fixture.base);
+    g_free(fixture.socket_arg);
+    g_clear_object(&fixture.address);
     g_free(fixture.instance);
     g_free(fixture.end_reason);
     g_clear_pointer(&fixture.ctrs, g_hash_table_unref);

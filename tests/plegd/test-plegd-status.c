@@ -19,7 +19,8 @@ typedef struct {
     char *state_dir;
     CriSim *sim;
     PlegdRunner *plegd;
-    char *base;
+    char *base; /* http://127.0.0.1:PORT: /metrics and the probes */
+    char *api;  /* http+unix://SOCKET: the whole API */
 } Fixture;
 
 static Fixture fixture;
@@ -50,6 +51,7 @@ setup(void)
                                        "--metrics-bind-address=127.0.0.1:0",
                                        "--feature-gates=EventedPLEG=true", state);
     fixture.base = plegd_runner_wait_metrics_url(fixture.plegd);
+    fixture.api = plegd_runner_get_api_url(fixture.plegd);
 }
 
 static void
@@ -58,6 +60,7 @@ teardown(void)
     g_clear_pointer(&fixture.plegd, plegd_runner_free);
     g_clear_pointer(&fixture.sim, cri_sim_free);
     g_clear_pointer(&fixture.base, g_free);
+    g_clear_pointer(&fixture.api, g_free);
     remove_tmpdir(fixture.state_dir);
     remove_tmpdir(fixture.dir);
     g_clear_pointer(&fixture.state_dir, g_free);
@@ -67,7 +70,7 @@ teardown(void)
 static JsonNode *
 get_status(void)
 {
-    g_autofree char *url = g_strconcat(fixture.base, "/status", NULL);
+    g_autofree char *url = g_strconcat(fixture.api, "/status", NULL);
     g_autofree char *body = NULL, *type = NULL;
     guint status = http_request("GET", url, &body, &type);
 
@@ -173,7 +176,7 @@ wait_status(gboolean ready, gint64 pods, const char *evented)
 static gint64
 wait_history(guint n)
 {
-    g_autofree char *url = g_strconcat(fixture.base, "/events?follow=false", NULL);
+    g_autofree char *url = g_strconcat(fixture.api, "/events?follow=false", NULL);
 
     for (gint64 end = deadline();; g_usleep(20 * 1000)) {
         g_autofree char *text = NULL;
@@ -298,8 +301,8 @@ END_TEST
 
 START_TEST(test_status_requests)
 {
-    g_autofree char *with_query = g_strconcat(fixture.base, "/status?verbose", NULL);
-    g_autofree char *url = g_strconcat(fixture.base, "/status", NULL);
+    g_autofree char *with_query = g_strconcat(fixture.api, "/status?verbose", NULL);
+    g_autofree char *url = g_strconcat(fixture.api, "/status", NULL);
     g_autofree char *body = NULL, *head_body = NULL, *post_body = NULL;
 
     ck_assert_uint_eq(http_request("GET", with_query, &body, NULL), 400);
@@ -307,6 +310,14 @@ START_TEST(test_status_requests)
     ck_assert_uint_eq(http_request("HEAD", url, &head_body, NULL), 200);
     ck_assert_msg(!head_body || head_body[0] == '\0', "HEAD answered a body: %s", head_body);
     ck_assert_uint_eq(http_request("POST", url, &post_body, NULL), 405);
+    g_clear_pointer(&body, g_free);
+
+    /* Over TCP, where any local user can connect, /status is refused (it names the plugins and
+     * the event history): 403 naming the socket. */
+    g_free(url);
+    url = g_strconcat(fixture.base, "/status", NULL);
+    ck_assert_uint_eq(http_request("GET", url, &body, NULL), 403);
+    ck_assert_msg(strstr(body, "/status is served on plegd's unix socket "), "%s", body);
     ck_assert_int_eq(plegd_runner_stop(fixture.plegd, SIGTERM), 0);
 }
 END_TEST

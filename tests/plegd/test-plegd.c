@@ -21,6 +21,9 @@ START_TEST(test_help)
         "--relist-period",
         "--relist-threshold",
         "--metrics-bind-address",
+        "--socket",
+        "--socket-group",
+        "--serve-events-over-tcp",
         "--feature-gates",
         "--version",
         "--config",
@@ -80,6 +83,12 @@ static const struct {
     {"--max-status-calls-in-flight=1025", "--max-status-calls-in-flight",
      "out of bounds [1, 1024]"},
     {"--state-dir=relative/state", "--state-dir", "must be an absolute path"},
+    {"--socket=relative/plegd.sock", "--socket", "must be an absolute path"},
+    {"--socket=/tmp/a-socket-path-longer-than-the-107-bytes-of-sun-path-in-struct-sockaddr-un/"
+     "which-bind-would-cut-short/plegd.sock",
+     "--socket", "longer than a unix socket's 107 bytes"},
+    {"--socket-group=no-such-group-for-plegd", "--socket-group", "no such group"},
+    {"--serve-events-over-tcp=yes", "--serve-events-over-tcp", "\"yes\""},
     {"--config=/nonexistent/plegd.conf", "--config", "/nonexistent/plegd.conf"},
     {"--no-such-flag", "--no-such-flag", "--no-such-flag"},
     {"stray-argument", "stray-argument", "stray-argument"},
@@ -312,7 +321,8 @@ have_ipv6_loopback(void)
     return socket && g_socket_bind(socket, address, TRUE, NULL);
 }
 
-/* A hangup shuts plegd down cleanly, as SIGTERM does, instead of its default of killing it. */
+/* A hangup reloads (the TLS files: test-plegd-security), instead of its default of killing
+ * plegd: without TLS files it says there is nothing to reload, and plegd runs on. */
 START_TEST(test_sighup)
 {
     g_autofree char *dir = make_tmpdir();
@@ -321,12 +331,17 @@ START_TEST(test_sighup)
     g_autoptr(PlegdRunner) plegd = plegd_runner_spawn(NULL, endpoint_arg, "--metrics-bind-address=",
                                                       "--plugin-dir=");
     g_autofree char *err = NULL;
+    pid_t pid;
 
     /* Logged after the signal handlers are in place. */
     assert_stderr_shows(plegd, "relisting");
-    ck_assert_int_eq(plegd_runner_stop(plegd, SIGHUP), 0);
+    pid = (pid_t)g_ascii_strtoll(plegd_runner_get_pid(plegd), NULL, 10);
+    ck_assert_int_eq(kill(pid, SIGHUP), 0);
+    assert_stderr_shows(plegd, "received SIGHUP: nothing to reload (no --tls-cert-file)");
+    ck_assert(plegd_runner_is_running(plegd));
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
     err = plegd_runner_get_stderr(plegd);
-    ck_assert_msg(strstr(err, "received SIGHUP, shutting down"), "%s", err);
+    ck_assert_msg(!strstr(err, "received SIGHUP, shutting down"), "%s", err);
     remove_tmpdir(dir);
 }
 END_TEST

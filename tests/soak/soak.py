@@ -108,6 +108,8 @@ class Plegd:
     def __init__(self, args, endpoint):
         cmd = [args.plegd, f"--container-runtime-endpoint={endpoint}",
                f"--relist-period={RELIST_PERIOD}", "--metrics-bind-address=127.0.0.1:0",
+               # the soak reads stdout; the default socket is the node's
+               "--socket=",
                f"--max-status-calls-in-flight={STATUS_CALLS_IN_FLIGHT}",
                "--feature-gates=EventedPLEG=true", f"--plugin-dir={args.plugin_dir}",
                "--require-plugins=evented"]
