@@ -605,6 +605,9 @@ tls_get(guint16 port, const char *name, const char *path, char **ret_answer)
     tls_client_read_until(client, NULL);
     if (g_str_has_prefix(client->raw->str, "HTTP/1.1 "))
         status = (guint)g_ascii_strtoull(client->raw->str + 9, NULL, 10);
+    else /* no answer: why, in the test's log, for an assertion that expected one */
+        g_printerr("GET %s as %s: no answer: %s\n", path, name ? name : "(no certificate)",
+                   client->why ? client->why : client->raw->str);
     if (ret_answer)
         *ret_answer = g_strdup(status ? client->raw->str : client->why);
     return status;
