@@ -16,13 +16,14 @@
  *   g_atomic_rc_box_release*,
  *   g_bytes_unref
  *   g_once_init_enter/leave      release on leave, acquire when enter finds it done
- *   GThreadPool                  push -> the worker that runs the item; the workers -> a waiting
- *                                g_thread_pool_free()
+ *   GThreadPool (every pool,     push -> the worker that runs the item; the workers -> a waiting
+ *   GTask's too)                 g_thread_pool_free()
  *   GSource (idle, timeout and   set_callback / attach / set_ready_time / wakeup -> the callback
  *   unix signal callbacks),      where the context dispatches it; the callback -> its destroy
  *   g_main_context_invoke*       notify; invoke -> the function in the owning thread; an attach
  *                                and what GLib allocates in it -> the dispatch or destroy (a
- *                                real lock of this library's stands in for the context's)
+ *                                real lock of this library's stands in for the context's, and
+ *                                every attach, GIO's and libsoup's too, runs under it)
  *   GCancellable                 connect and cancel -> the handler; the handler -> disconnect;
  *                                cancel -> is_cancelled() seeing TRUE; connects and disconnects
  *                                under one lock of this library's (GObject's signal lock)
@@ -31,7 +32,7 @@
  * which TSan intercepts, as it does the pthread locks inside GRecMutex and GRWLock.  GLib's calls
  * to its own functions (it links with -Bsymbolic-functions) never come here, and calls from GIO,
  * GObject and the rest of the uninstrumented GLib stack are forwarded without annotations (see
- * caller_instrumented()), so what happens entirely inside GLib stays invisible, and is not
+ * caller_instrumented(); the two exceptions are marked above), so what happens entirely inside GLib stays invisible, and is not
  * reported either.
  *
  * The library itself is not instrumented and refers to TSan weakly: in a process without TSan
@@ -679,6 +680,10 @@ void
 
 /* --- GThreadPool: the item's push -> its worker; the workers -> a waiting free ------------ */
 
+/* Every pool, GIO's too: GTask runs g_task_run_in_thread() work (libsoup closing a chunked
+ * response body, writing its last chunk into the buffer the loop's thread wrote the others
+ * into) on a pool GIO made, and GLib's queue orders the push before the work. */
+
 typedef struct {
     GFunc func;
     gpointer user_data;
@@ -702,9 +707,6 @@ GThreadPool *
 g_thread_pool_new(GFunc func, gpointer user_data, gint max_threads, gboolean exclusive,
                   GError **error)
 {
-    if (!FROM_INSTRUMENTED())
-        return get_g_thread_pool_new()(func, user_data, max_threads, exclusive, error);
-
     PoolFunc *pf = malloc(sizeof *pf);
     GThreadPool *pool;
 
@@ -721,9 +723,6 @@ g_thread_pool_new(GFunc func, gpointer user_data, gint max_threads, gboolean exc
 gboolean
 g_thread_pool_push(GThreadPool *pool, gpointer data, GError **error)
 {
-    if (!FROM_INSTRUMENTED())
-        return get_g_thread_pool_push()(pool, data, error);
-
     release(data);
     return get_g_thread_pool_push()(pool, data, error);
 }
@@ -731,11 +730,6 @@ g_thread_pool_push(GThreadPool *pool, gpointer data, GError **error)
 void
 g_thread_pool_free(GThreadPool *pool, gboolean immediate, gboolean wait_)
 {
-    if (!FROM_INSTRUMENTED()) {
-        get_g_thread_pool_free()(pool, immediate, wait_);
-        return;
-    }
-
     PoolFunc *pf = pool->func == pool_worker ? pool->user_data : NULL;
 
     get_g_thread_pool_free()(pool, immediate, wait_);
@@ -843,13 +837,22 @@ attach_handoff(GSource *source, GMainContext *context, const void *edge)
     return id;
 }
 
+/* Every attach runs under the hand-off lock, GIO's and libsoup's too: each grows the context's
+ * tables (g_realloc) under the context's lock, so an attach by GIO on the loop's thread and one
+ * by libpleg from another thread are ordered by GLib, and TSan must see that order.  Only those
+ * from instrumented code release anything: the uninstrumented rest publishes nothing of ours. */
 guint
 g_source_attach(GSource *source, GMainContext *context)
 {
-    if (!FROM_INSTRUMENTED())
-        return get_g_source_attach()(source, context);
+    guint id;
 
-    return attach_handoff(source, context, source);
+    if (FROM_INSTRUMENTED())
+        return attach_handoff(source, context, source);
+
+    pthread_mutex_lock(&handoff_lock);
+    id = get_g_source_attach()(source, context);
+    pthread_mutex_unlock(&handoff_lock);
+    return id;
 }
 
 void
