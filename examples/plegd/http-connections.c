@@ -31,8 +31,6 @@ plegd_http_destroy_source(GSource **source)
     }
 }
 
-static void on_connection_finalized(gpointer data, GObject *where_the_object_was);
-
 void
 plegd_http_connection_free(gpointer data)
 {
@@ -41,8 +39,6 @@ plegd_http_connection_free(gpointer data)
     /* Closed under a health request that still waits: nobody to answer. */
     if (conn->waiter)
         plegd_http_health_waiter_lose_connection(conn->waiter);
-    if (conn->stream)
-        g_object_weak_unref(G_OBJECT(conn->stream), on_connection_finalized, conn);
     /* The handshake's callback sees the cancellation and leaves; its task holds the TLS
      * connection until then. */
     if (conn->handshake_cancellable)
@@ -57,6 +53,8 @@ plegd_http_connection_free(gpointer data)
         g_io_stream_close(conn->stolen, NULL, NULL);
         g_object_unref(conn->stolen);
     }
+    g_clear_object(&conn->stream);
+    g_clear_object(&conn->connection);
     g_object_unref(conn->remote);
     g_free(conn->peer);
     g_free(conn);
@@ -68,15 +66,11 @@ forget(Connection *conn)
     g_hash_table_remove(conn->http->connections, conn->remote);
 }
 
-/* libsoup let go of the connection: it closed it. */
-static void
-on_connection_finalized(gpointer data, GObject *where_the_object_was)
+/* Whether libsoup is done with @conn: it closes the stream when it lets go. */
+static gboolean
+libsoup_closed(Connection *conn)
 {
-    Connection *conn = data;
-
-    conn->stream = NULL;
-    conn->connection = NULL;
-    forget(conn);
+    return !conn->stolen && conn->stream && g_io_stream_is_closed(conn->stream);
 }
 
 void
@@ -120,8 +114,8 @@ on_timer(gpointer data)
 {
     Connection *conn = data;
 
-    if (conn->stolen) {
-        forget(conn); /* lingered long enough */
+    if (conn->stolen || libsoup_closed(conn)) {
+        forget(conn); /* lingered long enough, or libsoup closed it */
     } else if (conn->waiter) {
         /* A health request waited the idle timeout for a round that does not end: answered
          * through libsoup, which then closes or keeps the connection as for any answer. */
@@ -152,11 +146,17 @@ on_idle_readable(GSocket *socket, GIOCondition condition, gpointer data)
 {
     Connection *conn = data;
     char c;
+    gssize n;
+    int errsv;
+
+    if (libsoup_closed(conn)) {
+        forget(conn);
+        return G_SOURCE_REMOVE;
+    }
     /* recv(2) itself: GLib's receive would wait on a blocking socket when a peek finds nothing
      * (libsoup may have read what made the socket readable). */
-    gssize n = recv(g_socket_get_fd(socket), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    int errsv = errno;
-
+    n = recv(g_socket_get_fd(socket), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    errsv = errno;
     if (n < 0 && (errsv == EAGAIN || errsv == EWOULDBLOCK || errsv == EINTR))
         return G_SOURCE_CONTINUE;
     if (n > 0) {
@@ -173,7 +173,7 @@ on_idle_readable(GSocket *socket, GIOCondition condition, gpointer data)
 void
 plegd_http_watch_idle(Connection *conn)
 {
-    if (conn->idle_watch || !conn->stream)
+    if (conn->idle_watch || !conn->stream || libsoup_closed(conn))
         return;
     conn->idle_watch = g_socket_create_source(g_socket_connection_get_socket(conn->connection),
                                               G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
@@ -303,9 +303,7 @@ plegd_http_refuse(PlegdHttp *http, Connection *conn, SoupServerMessage *msg, gui
 static gboolean
 is_closed(gpointer key, gpointer value, gpointer user_data)
 {
-    Connection *conn = value;
-
-    return !conn->stolen && conn->stream && g_io_stream_is_closed(conn->stream);
+    return libsoup_closed(value);
 }
 
 /* Counts the connections that hold an fd for a while yet, and finds which to give up first: a
@@ -369,8 +367,7 @@ hand_over(PlegdHttp *http, Connection *conn, GIOStream *stream, GSocketAddress *
 {
     g_autoptr(GError) error = NULL;
 
-    conn->stream = stream;
-    g_object_weak_ref(G_OBJECT(stream), on_connection_finalized, conn);
+    conn->stream = g_object_ref(stream);
     /* Idle until its first request too; before libsoup has it, which may answer (and close)
      * the connection before returning. */
     plegd_http_watch_idle(conn);
@@ -478,7 +475,7 @@ serve(PlegdHttp *http, GSocketConnection *connection)
 
     conn = g_new0(Connection, 1);
     conn->http = http;
-    conn->connection = connection;
+    conn->connection = g_object_ref(connection);
     if (g_socket_get_family(g_socket_connection_get_socket(connection)) == G_SOCKET_FAMILY_UNIX) {
         conn->kind = LISTENER_UNIX;
         conn->peer = plegd_http_describe_unix_peer(g_socket_connection_get_socket(connection));

@@ -82,10 +82,12 @@ typedef enum {
 
 struct _Connection {
     PlegdHttp *http;
-    /* The socket's; held by @handshaking during a TLS handshake, then by libsoup through
-     * @stream. */
+    /* The socket's, and what libsoup serves (@connection or its TLS connection, NULL until
+     * the handshake is done); both strong.  libsoup letting go of @stream is seen as its being
+     * closed, never as its finalization: a TLS connection's last reference may be dropped by
+     * one of glib-networking's threads. */
     GSocketConnection *connection;
-    GIOStream *stream; /* what libsoup serves: @connection or its TLS connection; weak */
+    GIOStream *stream;
     GSocketAddress *remote;
     ListenerKind kind;
     char *peer; /* who, for debug logs: "IP:PORT", or the socket's peer credentials */

@@ -16,6 +16,7 @@
 #include <gio/gunixsocketaddress.h>
 #include <glib/gstdio.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -718,6 +719,39 @@ START_TEST(test_tls_client_certificates)
 }
 END_TEST
 
+/* Short TLS connections one after another, each answered and closed by libsoup while
+ * glib-networking's handshake thread may still hold the connection: plegd serves every one,
+ * keeps running, and logs no critical (the test runs it with G_DEBUG=fatal-warnings).  On one
+ * CPU (this forked test and the plegd it starts) the handshake thread is mostly preempted by
+ * the loop's thread it woke, and drops the connection's last reference after libsoup: a plegd
+ * that freed its connection record from there failed here within a few dozen connections. */
+START_TEST(test_tls_short_connections)
+{
+    g_autofree char *url = NULL;
+    g_autoptr(PlegdRunner) plegd = NULL;
+    guint16 port;
+    g_autofree char *err = NULL;
+    cpu_set_t all_cpus;
+    cpu_set_t one_cpu;
+
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all_cpus, &all_cpus), 0);
+    CPU_ZERO(&one_cpu);
+    CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &one_cpu);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof one_cpu, &one_cpu), 0);
+    plegd = spawn_tls("ca.pem", &url);
+    port = port_of(url);
+
+    for (guint i = 0; i < 400; i++)
+        ck_assert_msg(tls_get(port, i % 2 ? "client" : NULL, "/livez", NULL) == 200,
+                      "connection %u was not answered", i);
+    ck_assert(plegd_runner_is_running(plegd));
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof all_cpus, &all_cpus), 0);
+    err = plegd_runner_get_stderr(plegd);
+    ck_assert_msg(!strstr(err, "CRITICAL") && !strstr(err, "ERROR"), "%s", err);
+}
+END_TEST
+
 static void
 send_signal(PlegdRunner *plegd, int signum)
 {
@@ -919,6 +953,7 @@ plegd_security_suite(gboolean tls)
         tc = tcase_create("tls");
         tcase_add_checked_fixture(tc, tls_setup, tls_teardown);
         tcase_add_test(tc, test_tls_client_certificates);
+        tcase_add_test(tc, test_tls_short_connections);
         tcase_add_test(tc, test_tls_rotation);
         tcase_add_test(tc, test_tls_revoked_by_the_ca_file);
         tcase_add_test(tc, test_tls_bad_files_and_flags);
