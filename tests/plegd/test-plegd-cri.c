@@ -245,7 +245,9 @@ bulk_runtime_free(BulkRuntime *runtime)
 {
     /* End of input: cri-sim quits. */
     g_output_stream_close(runtime->in, NULL, NULL);
-    ck_assert(g_subprocess_wait_check(runtime->process, NULL, NULL));
+    /* Not g_subprocess_wait_check(): see subprocess_wait_reaped(). */
+    ck_assert(subprocess_wait_reaped(runtime->process));
+    ck_assert(g_subprocess_get_successful(runtime->process));
     g_object_unref(runtime->out);
     g_object_unref(runtime->process);
     g_free(runtime);
