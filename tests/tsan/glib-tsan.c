@@ -32,8 +32,8 @@
  * which TSan intercepts, as it does the pthread locks inside GRecMutex and GRWLock.  GLib's calls
  * to its own functions (it links with -Bsymbolic-functions) never come here, and calls from GIO,
  * GObject and the rest of the uninstrumented GLib stack are forwarded without annotations (see
- * caller_instrumented(); the two exceptions are marked above), so what happens entirely inside GLib stays invisible, and is not
- * reported either.
+ * caller_instrumented(); the two exceptions are marked above), so what happens entirely inside
+ * GLib stays invisible, and is not reported either.
  *
  * The library itself is not instrumented and refers to TSan weakly: in a process without TSan
  * it only forwards.  Every edge above is one that GLib really establishes with a lock or an
