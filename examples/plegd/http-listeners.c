@@ -104,17 +104,43 @@ bind_socket(GSocket *socket, const char *path, gint64 gid, mode_t mode, struct s
     return TRUE;
 }
 
+/* Makes @dir and its missing parents with mode 0755 whatever the umask: a strict one (077)
+ * would keep the members of --socket-group out.  Directories that exist are left as they are.
+ * Returns: 0, or an errno value. */
+static int
+make_socket_directory(const char *dir)
+{
+    g_autofree char *parent = g_path_get_dirname(dir);
+    struct stat st;
+
+    if (stat(dir, &st) == 0)
+        return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    if (errno != ENOENT)
+        return errno;
+    if (!g_str_equal(parent, dir)) {
+        int errsv = make_socket_directory(parent);
+
+        if (errsv != 0)
+            return errsv;
+    }
+    if (mkdir(dir, 0755) < 0)
+        return errno == EEXIST ? 0 : errno; /* made meanwhile by someone else: theirs */
+    return chmod(dir, 0755) < 0 ? errno : 0;
+}
+
 gboolean
 plegd_http_listen_unix(PlegdHttp *http, const char *path, gint64 gid, GError **error)
 {
     g_autofree char *dir = g_path_get_dirname(path);
     g_autoptr(GSocket) socket = NULL;
     struct stat st;
+    int errsv;
 
     g_return_val_if_fail(!http->socket_path, FALSE);
     /* Under systemd RuntimeDirectory= makes it; a plegd run by hand makes it itself. */
-    if (g_mkdir_with_parents(dir, 0755) < 0)
-        return fail_errno(error, errno, "cannot create the directory of %s", path);
+    errsv = make_socket_directory(dir);
+    if (errsv != 0)
+        return fail_errno(error, errsv, "cannot create the directory of %s", path);
     if (!clear_path(path, error))
         return FALSE;
     socket = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT,

@@ -154,6 +154,37 @@ START_TEST(test_socket_permissions)
 }
 END_TEST
 
+/* A strict umask (077) does not close the directories plegd makes for its socket: they are 0755,
+ * and the group of --socket-group still gets in. */
+START_TEST(test_socket_directory_strict_umask)
+{
+    g_autofree char *group_arg = g_strdup_printf("--socket-group=%d", SOCKET_GROUP);
+    g_autofree char *outer = g_build_filename(fixture.dir, "run", NULL);
+    g_autofree char *inner = g_build_filename(outer, "plegd", NULL);
+    g_autoptr(PlegdRunner) plegd = NULL;
+    struct stat st;
+    mode_t previous;
+
+    g_free(fixture.socket_path);
+    g_free(fixture.socket_arg);
+    fixture.socket_path = g_build_filename(inner, "plegd.sock", NULL);
+    fixture.socket_arg = g_strconcat("--socket=", fixture.socket_path, NULL);
+    previous = umask(077);
+    plegd = spawn_socket_only(group_arg);
+    umask(previous);
+
+    assert_stderr_shows(plegd, "serving the API on unix:");
+    ck_assert_int_eq(stat(outer, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0755);
+    ck_assert_int_eq(stat(inner, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0755);
+    ck_assert_int_eq(lstat(fixture.socket_path, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0660);
+    ck_assert_int_eq(connect_as_nobody(SOCKET_GROUP), AS_USER_SERVED);
+    ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
+}
+END_TEST
+
 /* Without --socket-group the socket is plegd's group's (root's): nobody is refused. */
 START_TEST(test_socket_default_group)
 {
@@ -965,6 +996,7 @@ plegd_security_suite(gboolean tls)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_socket_permissions);
+    tcase_add_test(tc, test_socket_directory_strict_umask);
     tcase_add_test(tc, test_socket_default_group);
     tcase_add_test(tc, test_stale_socket_replaced);
     tcase_add_test(tc, test_foreign_file_kept);
