@@ -474,10 +474,11 @@ listen_http(PlegdHttp *http, const PlegdOptions *options, GError **error)
         return FALSE;
     g_info("serving metrics on %s%s", url,
            options->tcp_events == PLEGD_TCP_EVENTS_TLS
-               ? " (and /events and /pods to clients with a certificate of --client-ca-file)"
+               ? " (and /events, /pods and /status to clients with a certificate of "
+                 "--client-ca-file)"
                : "");
     if (options->tcp_events == PLEGD_TCP_EVENTS_LOOPBACK_UNAUTHENTICATED)
-        plegd_log_warning("serving /events and /pods on %s without authentication "
+        plegd_log_warning("serving /events, /pods and /status on %s without authentication "
                           "(--serve-events-over-tcp=loopback-unauthenticated): every local user "
                           "and every host-network pod can read them",
                           url);

@@ -737,7 +737,7 @@ check_tcp_events(const Settings *settings, const PlegdOptions *parsed, GError **
         !g_inet_address_get_is_loopback(host)) {
         g_autofree char *shown = g_inet_address_to_string(host);
         g_autofree char *why = g_strdup_printf(
-            "--metrics-bind-address must be a loopback address (127.0.0.1 or [::1]), not %s",
+            "--metrics-bind-address must be a loopback address (127.0.0.0/8 or [::1]), not %s",
             shown);
 
         return bad_setting(error, settings, SETTING_TCP_EVENTS, why);
@@ -831,19 +831,19 @@ plegd_options_parse(int *argc, char ***argv, PlegdOptions *ret_options, GError *
          "PLEG health threshold (default " DEFAULT_RELIST_THRESHOLD ")", "DURATION"},
         {"metrics-bind-address", 0, 0, G_OPTION_ARG_STRING,
          &settings.values[SETTING_METRICS_ADDRESS],
-         "Serve /metrics, /livez, /readyz and /healthz over TCP here (/events and /pods only with "
-         "--serve-events-over-tcp); \"\" disables, port 0 picks a free port "
+         "Serve /metrics, /livez, /readyz and /healthz over TCP here (/events, /pods and /status "
+         "only with --serve-events-over-tcp); \"\" disables, port 0 picks a free port "
          "(default " DEFAULT_METRICS_BIND_ADDRESS ")",
          "IP:PORT"},
         {"socket", 0, 0, G_OPTION_ARG_FILENAME, &settings.values[SETTING_SOCKET],
-         "Serve the whole API (/events, /pods, /metrics, /livez, /readyz) on a unix socket here, "
-         "mode 0660; \"\" disables (default " PLEGD_DEFAULT_SOCKET ")",
+         "Serve the whole API (/events, /pods, /status, /metrics, /livez, /readyz, /healthz) on a "
+         "unix socket here, mode 0660; \"\" disables (default " PLEGD_DEFAULT_SOCKET ")",
          "PATH"},
         {"socket-group", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_SOCKET_GROUP],
          "The group whose members may connect to --socket (default: plegd's own group)", "GROUP"},
         {"serve-events-over-tcp", 0, 0, G_OPTION_ARG_STRING, &settings.values[SETTING_TCP_EVENTS],
-         "Serve /events and /pods on --metrics-bind-address too: no (403 naming the socket), tls "
-         "(to clients with a certificate signed by --client-ca-file), or "
+         "Serve /events, /pods and /status on --metrics-bind-address too: no (403 naming the "
+         "socket), tls (to clients with a certificate signed by --client-ca-file), or "
          "loopback-unauthenticated (any local user and host-network pod can read them) "
          "(default no)",
          "no|tls|loopback-unauthenticated"},

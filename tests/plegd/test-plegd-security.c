@@ -287,7 +287,7 @@ START_TEST(test_tcp_loopback_unauthenticated)
     assert_status(base, "/events?follow=false", 200);
     ck_assert_int_eq(plegd_runner_stop(plegd, SIGTERM), 0);
     err = plegd_runner_get_stderr(plegd);
-    ck_assert_msg(count_messages(err, "serving /events and /pods on http://127.0.0.1:") ==
+    ck_assert_msg(count_messages(err, "serving /events, /pods and /status on http://127.0.0.1:") ==
                       1,
                   "%s", err);
     ck_assert_msg(strstr(err, "every local user and every host-network pod can read them"), "%s",
@@ -300,7 +300,7 @@ START_TEST(test_tcp_loopback_unauthenticated)
     err = plegd_runner_get_stderr(wildcard);
     ck_assert_msg(strstr(err, "invalid --serve-events-over-tcp \"loopback-unauthenticated\": "
                               "--metrics-bind-address must be a loopback address "
-                              "(127.0.0.1 or [::1]), not 0.0.0.0"),
+                              "(127.0.0.0/8 or [::1]), not 0.0.0.0"),
                   "%s", err);
     g_clear_pointer(&err, g_free);
 
