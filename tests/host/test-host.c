@@ -441,7 +441,7 @@ status_consistent(const PlegPluginStatus *status)
 typedef struct {
     PlegHost *host;
     gint stop;
-    guint reads;
+    gint reads; /* atomic: the test waits for the other reader's first */
     guint even, odd;
     char *bad; /* the first inconsistent copy */
 } StatusReader;
@@ -451,7 +451,7 @@ status_reader_check(StatusReader *reader, GPtrArray *statuses)
 {
     const PlegPluginStatus *status;
 
-    reader->reads++;
+    g_atomic_int_inc(&reader->reads);
     if (statuses->len != 1) {
         if (!reader->bad)
             reader->bad = g_strdup_printf("%u statuses", statuses->len);
@@ -501,7 +501,9 @@ START_TEST(test_plugin_status)
     thread = g_thread_new("status-reader", status_reader_main, &other);
     mine.host = env->host;
     deadline = g_get_monotonic_time() + WAIT_USEC;
-    while ((mine.reads < 2000 || mine.even == 0 || mine.odd == 0) &&
+    /* Until the other thread has read too: on a loaded machine it may not have run yet. */
+    while ((mine.reads < 2000 || mine.even == 0 || mine.odd == 0 ||
+            g_atomic_int_get(&other.reads) == 0) &&
            g_get_monotonic_time() < deadline) {
         g_autoptr(PlegPluginStatus) status = pleg_host_get_plugin_status(env->host, "status");
         g_autoptr(GPtrArray) statuses = g_ptr_array_new();
@@ -514,9 +516,9 @@ START_TEST(test_plugin_status)
     g_thread_join(thread);
     ck_assert_msg(!mine.bad && !other.bad, "inconsistent copy: %s",
                   mine.bad ? mine.bad : other.bad);
-    ck_assert_msg(mine.even > 0 && mine.odd > 0, "%u reads: even %u, odd %u", mine.reads, mine.even,
+    ck_assert_msg(mine.even > 0 && mine.odd > 0, "%d reads: even %u, odd %u", mine.reads, mine.even,
                   mine.odd);
-    ck_assert_uint_gt(other.reads, 0);
+    ck_assert_int_gt(other.reads, 0);
 
     pleg_host_stop(env->host);
     {
